@@ -1,0 +1,24 @@
+/*
+ * ipl_chat — turns an OpenAI chat `messages` array into the prompt text a worker tokenizes.
+ *
+ * The built-in template is ChatML (the Qwen family's):
+ *     <|im_start|>{role}\n{content}<|im_end|>\n   for each message, then
+ *     <|im_start|>assistant\n                      when add_generation_prompt
+ * `content` may be a string or an array of content parts, of which the "text" parts are
+ * concatenated. Shared by the gateway and the simulator so both produce the same tokens.
+ */
+#ifndef IPL_CHAT_H
+#define IPL_CHAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct cJSON;
+
+/* Renders `messages` (a cJSON array, borrowed). Returns malloc'd text (the caller frees), or
+ * NULL with a human message in `err` when a message is malformed (not an object, no string
+ * role, content neither string nor array of parts). */
+char *ipl_chat_render(const struct cJSON *messages, bool add_generation_prompt, char *err,
+                      size_t errlen);
+
+#endif

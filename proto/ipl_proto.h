@@ -1,0 +1,281 @@
+/*
+ * ipl_proto — the one catalogue of every message our processes exchange, and its codec.
+ *
+ * Each message is declared once below (IPL_PROTO_MESSAGES and its IPL_PROTO_FIELDS_* list).
+ * From that one declaration the C structs, the field descriptor tables, the encoder, the
+ * decoder and docs/protocol.md (`make proto-doc`) are all derived, so they cannot disagree.
+ *
+ * Wire form: every ZeroMQ frame that carries a message is one msgpack array, the envelope
+ *
+ *     [ version, type, field_1, field_2, ... ]          version = IPL_PROTO_VERSION
+ *
+ * with the fields in declaration order. A struct-array field is an array of arrays of the
+ * element's fields. Evolution: a message may gain fields at the end within one version
+ * (decoders ignore extra trailing fields); removing, reordering or retyping a field needs a
+ * new version. Decoders reject, with an IPL_E_* code and without crashing or over-allocating:
+ * truncated frames, wrong types, strings/arrays beyond the limits, unknown versions, unknown
+ * types, missing fields and trailing bytes after the envelope.
+ *
+ * Sockets: DEALER→ROUTER requests carry just the message frame from the DEALER; the ROUTER
+ * sees [identity, message] and answers [identity, message]. PUB frames carry just the message
+ * (subscribers subscribe to everything).
+ */
+#ifndef IPL_PROTO_H
+#define IPL_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <msgpack.h>
+
+#define IPL_PROTO_VERSION 1
+#define IPL_PROTO_MAX_FRAME (64u << 20) /* bytes */
+#define IPL_PROTO_MAX_STR 65536u        /* bytes per string */
+#define IPL_PROTO_MAX_ARRAY 1048576u    /* elements per array */
+
+/* Operations of KV_EVENT. */
+enum { IPL_KV_OP_STORED = 1, IPL_KV_OP_REMOVED = 2, IPL_KV_OP_CLEARED = 3 };
+/* LOAD.health */
+enum { IPL_HEALTH_UNKNOWN = 0, IPL_HEALTH_UP = 1, IPL_HEALTH_DOWN = 2 };
+/* LOAD.kv_state: how far the index may be trusted for this worker. */
+enum { IPL_KV_EXACT = 0, IPL_KV_SYNCING = 1, IPL_KV_DEGRADED = 2 };
+/* ROUTE_REP.status; the gateway maps them to HTTP status codes. */
+enum {
+    IPL_ROUTE_OK = 0,
+    IPL_ROUTE_NO_POOL = 1,     /* no pool serves the model → 404 */
+    IPL_ROUTE_NO_WORKER = 2,   /* pool exists but no worker is up → 503 */
+    IPL_ROUTE_OVERLOADED = 3,  /* every candidate is above the load gate → 429 */
+    IPL_ROUTE_BAD_REQUEST = 4, /* → 400 */
+    IPL_ROUTE_NOT_READY = 5,   /* decider has no policy or state yet → 503 */
+};
+
+/* ---- the catalogue ------------------------------------------------------------------------
+ * M(TYPE, id, name, from, to, pattern, doc)
+ * F(ctx, kind, field, doc)  kind: u64 | f64 | bool | str | u64s (array of u64)
+ * A(ctx, element, field, doc)  an array of struct `element` (declared in IPL_PROTO_STRUCTS)
+ */
+#define IPL_PROTO_STRUCTS(S)                                                                       \
+    S(pool, "A pool of the compiled policy.")                                                      \
+    S(worker, "A worker of the compiled policy.")                                                  \
+    S(candidate, "One candidate's figures in a routing decision.")
+
+#define IPL_PROTO_FIELDS_pool(F, A, X)                                                             \
+    F(X, str, name, "pool name")                                                                   \
+    F(X, str, model, "model name clients ask for")                                                 \
+    F(X, str, strategy, "routing strategy (\"ttft\", \"least-loaded\", ...)")
+
+#define IPL_PROTO_FIELDS_worker(F, A, X)                                                           \
+    F(X, str, name, "worker name, unique in the cluster")                                          \
+    F(X, str, pool, "pool it belongs to")                                                          \
+    F(X, str, model, "model it serves (vLLM --served-model-name)")                                 \
+    F(X, str, url, "base URL of its OpenAI API, e.g. http://10.0.0.5:8000")                        \
+    F(X, str, kv_endpoint, "ZeroMQ endpoint of its KV-event PUB socket")                           \
+    F(X, str, replay_endpoint, "ZeroMQ endpoint of its replay ROUTER (\"\" if none)")              \
+    F(X, str, metrics_url, "URL of its Prometheus /metrics")                                       \
+    F(X, u64, block_size, "KV block size in tokens")
+
+#define IPL_PROTO_FIELDS_candidate(F, A, X)                                                        \
+    F(X, str, worker, "worker name")                                                               \
+    F(X, str, url, "worker base URL")                                                              \
+    F(X, f64, predicted_ttft_s, "predicted time to first token, seconds")                          \
+    F(X, u64, cached_tokens, "prompt tokens found in its cache (index + optimistic)")              \
+    F(X, u64, running, "requests running (last sample)")                                           \
+    F(X, u64, waiting, "requests waiting (last sample)")                                           \
+    F(X, u64, inflight, "requests this decider routed there since the last sample")                \
+    F(X, f64, kv_usage, "KV-cache usage 0..1 (last sample)")                                       \
+    F(X, bool, eligible, "whether it could be chosen")                                             \
+    F(X, str, note, "why not eligible, or \"\"")
+
+#define IPL_PROTO_MESSAGES(M)                                                                      \
+    M(KV_EVENT, 1, kv_event, "collector", "aggregator; aggregator to deciders",                    \
+      "PUSH→PULL; PUB→SUB",                                                                        \
+      "One KV-cache event of one worker with our chained block hashes. Collectors send it "        \
+      "with seq=0; the aggregator re-publishes it with its state sequence number.")                \
+    M(LOAD, 2, load, "collector", "aggregator; aggregator to deciders", "PUSH→PULL; PUB→SUB",      \
+      "A load sample of one worker (from its /metrics) and the exactness of its KV state.")        \
+    M(SNAPSHOT_REQ, 3, snapshot_req, "decider", "aggregator", "DEALER→ROUTER",                     \
+      "Asks for the full state. Answered by KV_EVENT/LOAD messages then SNAPSHOT_END.")            \
+    M(SNAPSHOT_END, 4, snapshot_end, "aggregator", "decider", "ROUTER→DEALER",                     \
+      "Ends a snapshot; deltas with seq > this seq apply on top of it.")                           \
+    M(POLICY, 5, policy, "policy", "deciders, collectors", "PUB→SUB; ROUTER→DEALER",               \
+      "The compiled policy: pools and workers. Published on change and every few seconds, "        \
+      "and sent in answer to POLICY_REQ.")                                                         \
+    M(POLICY_REQ, 6, policy_req, "decider, collector", "policy", "DEALER→ROUTER",                  \
+      "Asks for the current compiled policy.")                                                     \
+    M(ROUTE_REQ, 7, route_req, "gateway, inferplanectl", "decider", "DEALER→ROUTER",               \
+      "Where should this request go? Carries block hashes, never text.")                           \
+    M(ROUTE_REP, 8, route_rep, "decider", "gateway, inferplanectl", "ROUTER→DEALER",               \
+      "The decision, with every candidate's figures.")                                             \
+    M(RECORD, 9, record, "gateway", "exporter", "PUSH→PULL",                                       \
+      "One completed (or failed) client request, for metrics.")
+
+#define IPL_PROTO_FIELDS_kv_event(F, A, X)                                                         \
+    F(X, u64, seq, "aggregator state sequence (0 from a collector)")                               \
+    F(X, str, worker, "worker name")                                                               \
+    F(X, u64, epoch, "incarnation of the worker's event stream; changes when it restarts")         \
+    F(X, u64, src_seq, "the worker's KV-event batch sequence number")                              \
+    F(X, u64, op, "1 stored, 2 removed, 3 all cleared")                                            \
+    F(X, u64s, hashes, "our chained block hashes, in chain order")                                 \
+    F(X, u64, block_size, "tokens per block")
+
+#define IPL_PROTO_FIELDS_load(F, A, X)                                                             \
+    F(X, u64, seq, "aggregator state sequence (0 from a collector)")                               \
+    F(X, str, worker, "worker name")                                                               \
+    F(X, u64, ts_ms, "wall-clock time of the sample, ms since the epoch")                          \
+    F(X, u64, running, "vllm:num_requests_running")                                                \
+    F(X, u64, waiting, "vllm:num_requests_waiting")                                                \
+    F(X, f64, kv_usage, "vllm:kv_cache_usage_perc (0..1)")                                         \
+    F(X, u64, block_size, "from vllm:cache_config_info")                                           \
+    F(X, u64, num_blocks, "num_gpu_blocks from vllm:cache_config_info")                            \
+    F(X, u64, health, "0 unknown, 1 up, 2 down (scrape failing)")                                  \
+    F(X, u64, kv_state, "0 exact, 1 syncing, 2 degraded")
+
+#define IPL_PROTO_FIELDS_snapshot_req(F, A, X) F(X, u64, flags, "reserved, 0")
+
+#define IPL_PROTO_FIELDS_snapshot_end(F, A, X)                                                     \
+    F(X, u64, seq, "state sequence the snapshot reflects")                                         \
+    F(X, u64, workers, "workers sent")                                                             \
+    F(X, u64, blocks, "block memberships sent")
+
+#define IPL_PROTO_FIELDS_policy(F, A, X)                                                           \
+    F(X, u64, version, "increases with every change")                                              \
+    F(X, str, source, "where it was loaded from")                                                  \
+    A(X, pool, pools, "pools")                                                                     \
+    A(X, worker, workers, "workers")
+
+#define IPL_PROTO_FIELDS_policy_req(F, A, X) F(X, u64, have_version, "version the asker has, or 0")
+
+#define IPL_PROTO_FIELDS_route_req(F, A, X)                                                        \
+    F(X, u64, req_id, "echoed in the reply")                                                       \
+    F(X, str, model, "model the client asked for")                                                 \
+    F(X, str, tenant, "tenant (\"\" if anonymous)")                                                \
+    F(X, u64, prompt_tokens, "prompt length in tokens")                                            \
+    F(X, u64, block_size, "block size the hashes were computed with")                              \
+    F(X, u64s, hashes, "chained hashes of the prompt's full blocks")                               \
+    F(X, str, strategy, "strategy override (\"\" for the pool's)")
+
+#define IPL_PROTO_FIELDS_route_rep(F, A, X)                                                        \
+    F(X, u64, req_id, "from the request")                                                          \
+    F(X, u64, status, "IPL_ROUTE_* code, 0 = routed")                                              \
+    F(X, str, reason, "machine-readable reason (\"cache_hit\", \"least_loaded\", \"no_pool\"...)") \
+    F(X, str, detail, "human explanation")                                                         \
+    F(X, str, worker, "chosen worker")                                                             \
+    F(X, str, url, "chosen worker's base URL")                                                     \
+    F(X, str, pool, "pool of the chosen worker")                                                   \
+    F(X, str, model, "model name to send upstream")                                                \
+    F(X, f64, predicted_ttft_s, "winner's predicted TTFT, seconds")                                \
+    F(X, u64, cached_tokens, "winner's cached prompt tokens")                                      \
+    F(X, u64, state_seq, "state sequence the decision saw")                                        \
+    A(X, candidate, candidates, "every candidate considered")
+
+#define IPL_PROTO_FIELDS_record(F, A, X)                                                           \
+    F(X, str, request_id, "gateway request id")                                                    \
+    F(X, str, model, "model asked for")                                                            \
+    F(X, str, tenant, "tenant")                                                                    \
+    F(X, str, pool, "pool routed to (\"\" if none)")                                               \
+    F(X, str, worker, "worker routed to (\"\" if none)")                                           \
+    F(X, str, endpoint, "worker URL")                                                              \
+    F(X, str, api, "\"chat\" or \"completions\"")                                                  \
+    F(X, u64, status_code, "HTTP status returned to the client")                                   \
+    F(X, str, reason, "decision reason or error type")                                             \
+    F(X, bool, stream, "streamed response")                                                        \
+    F(X, f64, ttft_s, "time to first token as the client saw it (gateway), seconds")               \
+    F(X, f64, e2e_s, "end-to-end latency, seconds")                                                \
+    F(X, f64, itl_s, "mean inter-token latency, seconds (0 if < 2 tokens)")                        \
+    F(X, u64, prompt_tokens, "prompt tokens (usage)")                                              \
+    F(X, u64, cached_tokens, "cached prompt tokens (usage.prompt_tokens_details)")                 \
+    F(X, u64, completion_tokens, "completion tokens (usage)")                                      \
+    F(X, f64, predicted_ttft_s, "decider's prediction, for calibration")
+
+/* ---- derived C types ----------------------------------------------------------------------- */
+#define IPL_PROTO_DECL_u64(n) uint64_t n;
+#define IPL_PROTO_DECL_f64(n) double n;
+#define IPL_PROTO_DECL_bool(n) bool n;
+#define IPL_PROTO_DECL_str(n) char *n; /* NULL encodes as nil */
+#define IPL_PROTO_DECL_u64s(n)                                                                     \
+    uint64_t *n;                                                                                   \
+    uint32_t n##_len;
+#define IPL_PROTO_F_DECL(X, kind, n, doc) IPL_PROTO_DECL_##kind(n)
+#define IPL_PROTO_A_DECL(X, elem, n, doc)                                                          \
+    struct ipl_##elem *n;                                                                          \
+    uint32_t n##_len;
+
+#define IPL_PROTO_STRUCT_DECL(name, doc)                                                           \
+    typedef struct ipl_##name {                                                                    \
+        IPL_PROTO_FIELDS_##name(IPL_PROTO_F_DECL, IPL_PROTO_A_DECL, _)                             \
+    } ipl_##name##_t;
+IPL_PROTO_STRUCTS(IPL_PROTO_STRUCT_DECL)
+#define IPL_PROTO_MSG_DECL(T, id, name, from, to, pat, doc) IPL_PROTO_STRUCT_DECL(name, doc)
+IPL_PROTO_MESSAGES(IPL_PROTO_MSG_DECL)
+
+typedef enum {
+#define IPL_PROTO_ENUM(T, id, name, from, to, pat, doc) IPL_MSG_##T = id,
+    IPL_PROTO_MESSAGES(IPL_PROTO_ENUM)
+#undef IPL_PROTO_ENUM
+} ipl_msg_type_t;
+
+/* A decoded message. Strings and arrays point into `arena`, which ipl_msg_clear frees. */
+typedef struct {
+    ipl_msg_type_t type;
+    void *arena;
+    union {
+#define IPL_PROTO_UNION(T, id, name, from, to, pat, doc) ipl_##name##_t name;
+        IPL_PROTO_MESSAGES(IPL_PROTO_UNION)
+#undef IPL_PROTO_UNION
+    } u;
+} ipl_msg_t;
+
+/* ---- descriptors (for the codec, tests and docs) ------------------------------------------ */
+typedef enum { IPL_FT_U64, IPL_FT_F64, IPL_FT_BOOL, IPL_FT_STR, IPL_FT_U64S, IPL_FT_STRUCTS } ipl_ftype_t;
+
+typedef struct ipl_proto_struct ipl_proto_struct_t;
+typedef struct {
+    const char *name;
+    const char *doc;
+    ipl_ftype_t type;
+    size_t offset;
+    size_t len_offset; /* U64S / STRUCTS: offset of the uint32_t count */
+    const ipl_proto_struct_t *elem; /* STRUCTS */
+} ipl_proto_field_t;
+
+struct ipl_proto_struct {
+    const char *name;
+    const char *doc;
+    size_t size;
+    const ipl_proto_field_t *fields;
+    size_t nfields;
+};
+
+typedef struct {
+    ipl_msg_type_t type;
+    const char *type_name; /* "ROUTE_REQ" */
+    const char *from, *to, *pattern, *doc;
+    const ipl_proto_struct_t *body;
+} ipl_proto_msg_desc_t;
+
+/* All messages, in catalogue order; *n receives the count. */
+const ipl_proto_msg_desc_t *ipl_proto_messages(size_t *n);
+/* NULL for an unknown type. */
+const ipl_proto_msg_desc_t *ipl_proto_msg_desc(int type);
+const char *ipl_msg_type_name(int type); /* "ROUTE_REQ", or "unknown" */
+/* Struct element descriptors (pool, worker, candidate); *n receives the count. */
+const ipl_proto_struct_t *const *ipl_proto_structs(size_t *n);
+
+/* ---- codec --------------------------------------------------------------------------------- */
+/* Appends the envelope of message `type` with body `body` (a pointer to its ipl_<name>_t) to
+ * `out`. Returns 0, IPL_E_UNKNOWN for a bad type, IPL_E_RANGE when an array or string exceeds
+ * the limits (nothing useful is appended then; reset the buffer). */
+int ipl_msg_encode(int type, const void *body, msgpack_sbuffer *out);
+
+/* Decodes one frame into `out` (which must be zeroed or cleared). On success the caller owns
+ * out->arena and must ipl_msg_clear(out). On failure `out` holds nothing to free. */
+int ipl_msg_decode(const void *buf, size_t len, ipl_msg_t *out);
+void ipl_msg_clear(ipl_msg_t *msg);
+
+/* Encodes and sends one message frame on a raw libzmq socket (zsock_resolve(zsock)) using a
+ * per-thread buffer. `zmq_flags` e.g. ZMQ_DONTWAIT. Returns 0, IPL_E_AGAIN (would block /
+ * HWM reached: the message is dropped by the caller's choice), IPL_E_IO, or a codec error. */
+int ipl_msg_send(void *zmq_socket, int type, const void *body, int zmq_flags);
+
+#endif
