@@ -26,7 +26,6 @@ ifeq ($(SANITIZE),1)
 BUILD   := build-san
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
-OPT     := -O1
 endif
 
 # pkg-config is evaluated lazily so `make deps` works before the packages exist.
@@ -50,12 +49,13 @@ all: $(BINS) $(UNIT_BINS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(PKG_CFLAGS) -c $< -o $@
+	@echo "CC $<"
+	@$(CC) $(CFLAGS) $(PKG_CFLAGS) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	@rm -f $@
-	ar rcs $@ $^
+	@ar rcs $@ $^
 
 # One process per services/<name>/: main.c plus its classes; the classes (all but main.c)
 # also form a per-service archive that the service's unit tests link against.
@@ -65,7 +65,7 @@ $(1)_OBJ := $$($(1)_SRC:%.c=$(BUILD)/obj/%.o)
 $(BUILD)/svc-$(1).a: $$($(1)_OBJ)
 	@mkdir -p $$(dir $$@)
 	@rm -f $$@
-	ar rcs $$@ $$^
+	@ar rcs $$@ $$^
 $(BUILD)/inferplane-$(1): $(BUILD)/obj/services/$(1)/main.o $(BUILD)/svc-$(1).a $(LIB)
 	$(CC) $(LDFLAGS) $$^ $$(PKG_LIBS) $(LDLIBS) -o $$@
 $$(patsubst services/$(1)/tests/%.c,$(BUILD)/tests/%,$$(wildcard services/$(1)/tests/test_*.c)): \
@@ -80,13 +80,15 @@ $(BUILD)/$(notdir $(1)): $$(patsubst %.c,$(BUILD)/obj/%.o,$$(wildcard $(1)/*.c))
 endef
 $(foreach t,$(TOOLS),$(eval $(call TOOL_RULES,$(t))))
 
-$(BUILD)/tests/test_%: $(BUILD)/obj/common/tests/test_%.o $(LIB)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ $(PKG_LIBS) -lcmocka $(LDLIBS) -o $@
-
-$(BUILD)/tests/test_proto%: $(BUILD)/obj/proto/tests/test_proto%.o $(LIB)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ $(PKG_LIBS) -lcmocka $(LDLIBS) -o $@
+# Unit tests of common/ and proto/ classes link against libipl.a only.
+define LIB_TEST_RULES
+$(patsubst $(1)/tests/%.c,$(BUILD)/tests/%,$(wildcard $(1)/tests/test_*.c)): \
+  $(BUILD)/tests/%: $(BUILD)/obj/$(1)/tests/%.o $(LIB)
+	@mkdir -p $$(dir $$@)
+	$(CC) $(LDFLAGS) $$^ $$(PKG_LIBS) -lcmocka $(LDLIBS) -o $$@
+endef
+$(eval $(call LIB_TEST_RULES,common))
+$(eval $(call LIB_TEST_RULES,proto))
 
 deps:
 	@tools/deps.sh

@@ -1,0 +1,232 @@
+"""Integration-test harness: real inferplane processes on ephemeral loopback ports.
+
+    from lib.harness import Stack, free_port, zmq_endpoint, http, http_json, zmq_poke
+
+    class TestX(unittest.TestCase):
+        def test_y(self):
+            st = Stack(self)                      # stops everything at test cleanup
+            agg = st.start("aggregator", ["--pull", zmq_endpoint(), ...])
+            status, headers, body = http("GET", agg.admin_url + "/metrics")
+            self.assertLess(agg.stop(), 2.0)      # seconds from SIGTERM to exit
+
+Processes are the binaries in $BUILD (default build/), started with --admin-listen on a free
+port and --log-level debug; their stderr goes to a log file printed when a test fails.
+Everything listens on 127.0.0.1 only. Every wait is bounded.
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
+_used_ports = set()
+
+
+def free_port():
+    """A currently free TCP port on 127.0.0.1 (never handed out twice by this process)."""
+    for _ in range(100):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        if port not in _used_ports:
+            _used_ports.add(port)
+            return port
+    raise RuntimeError("no free port")
+
+
+def zmq_endpoint():
+    return "tcp://127.0.0.1:%d" % free_port()
+
+
+def binary(name):
+    """Path of build/inferplane-<name> (or build/<name> for tools such as inferplanectl)."""
+    for cand in ("inferplane-" + name, name):
+        p = os.path.join(BUILD, cand)
+        if os.path.exists(p):
+            return p
+    raise FileNotFoundError("no binary for %s in %s (run make)" % (name, BUILD))
+
+
+def http(method, url, body=None, headers=None, timeout=10.0):
+    """One HTTP request. body: bytes, str or a JSON-able object. Returns (status, headers, bytes);
+    HTTP errors are returned, not raised."""
+    data = body
+    hdrs = dict(headers or {})
+    if body is not None and not isinstance(body, (bytes, str)):
+        data = json.dumps(body)
+        hdrs.setdefault("Content-Type", "application/json")
+    if isinstance(data, str):
+        data = data.encode()
+    req = urllib.request.Request(url, data=data, method=method, headers=hdrs)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, dict(r.headers.items()), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers.items()), e.read()
+
+
+def http_json(method, url, body=None, headers=None, timeout=10.0):
+    """Like http() but decodes the JSON body (None when it is not JSON)."""
+    status, hdrs, raw = http(method, url, body, headers, timeout)
+    try:
+        return status, hdrs, json.loads(raw)
+    except ValueError:
+        return status, hdrs, None
+
+
+def sse_events(raw):
+    """Splits an SSE body (bytes) into the list of `data:` payload strings."""
+    out = []
+    for line in raw.decode("utf-8", "replace").split("\n"):
+        if line.startswith("data: "):
+            out.append(line[6:])
+    return out
+
+
+def wait_until(fn, timeout=10.0, interval=0.05, what="condition"):
+    """Polls fn() until it returns a truthy value; returns it, or raises AssertionError."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = fn()
+            if last:
+                return last
+        except (OSError, ValueError) as e:  # connection refused while starting, etc.
+            last = e
+        time.sleep(interval)
+    raise AssertionError("timed out after %.1fs waiting for %s (last: %r)" % (timeout, what, last))
+
+
+def zmq_poke(endpoint, socket_type="dealer", count=200, seed=1, timeout=10.0):
+    """Sends `count` malformed frames to a ZeroMQ endpoint with `inferplanectl poke`
+    (socket_type: dealer | push | req | pub | sub | raw; raw = random bytes on plain TCP).
+    Returns the tool's exit code."""
+    cmd = [binary("inferplanectl"), "poke", "--endpoint", endpoint, "--socket", socket_type,
+           "--count", str(count), "--seed", str(seed)]
+    return subprocess.run(cmd, timeout=timeout, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL).returncode
+
+
+class Proc:
+    def __init__(self, name, argv, log_path, admin_url, env):
+        self.name = name
+        self.argv = argv
+        self.log_path = log_path
+        self.admin_url = admin_url
+        self._log = open(log_path, "wb")
+        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, env=env,
+                                     stdin=subprocess.DEVNULL)
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def log(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def wait_ready(self, timeout=10.0, path="/readyz"):
+        def ready():
+            if not self.alive():
+                raise AssertionError("%s exited with %s:\n%s" % (self.name, self.proc.returncode,
+                                                                 self.log()[-3000:]))
+            status, _, _ = http("GET", self.admin_url + path, timeout=1.0)
+            return status == 200
+        wait_until(ready, timeout, what="%s %s" % (self.name, path))
+
+    def signal(self, sig):
+        if self.alive():
+            self.proc.send_signal(sig)
+
+    def stop(self, timeout=5.0):
+        """SIGTERM, then wait; returns the seconds until exit (SIGKILL after `timeout`)."""
+        if not self.alive():
+            self._log.close()
+            return 0.0
+        t0 = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+        self._log.close()
+        return time.monotonic() - t0
+
+
+class Stack:
+    """Starts processes and stops all of them when the test ends (even on failure)."""
+
+    def __init__(self, test=None):
+        self.procs = []
+        self.dir = tempfile.mkdtemp(prefix="ipl-it-")
+        self._test = test
+        if test is not None:
+            test.addCleanup(self.stop_all)
+
+    def start(self, name, args, admin=True, ready=True, env=None, timeout=10.0, ready_path="/readyz"):
+        """Starts build/inferplane-<name> (or a tool) with args. admin=True adds --admin-listen on
+        a free port (and --log-level debug); ready=True waits for ready_path to answer 200."""
+        argv = [binary(name)] + list(args)
+        admin_url = None
+        if admin:
+            port = free_port()
+            argv += ["--admin-listen", "127.0.0.1:%d" % port, "--log-level", "debug"]
+            admin_url = "http://127.0.0.1:%d" % port
+        e = dict(os.environ)
+        e.update(env or {})
+        log_path = os.path.join(self.dir, "%s-%d.log" % (name, len(self.procs)))
+        p = Proc(name, argv, log_path, admin_url, e)
+        self.procs.append(p)
+        if ready and admin:
+            p.wait_ready(timeout, ready_path)
+        return p
+
+    def start_sim(self, name="w0", model="sim-model", extra=None, ready=True):
+        """Starts a simulated vLLM worker on free ports. Returns the Proc with .url, .kv, .replay
+        (its API base URL and KV-event PUB / replay endpoints) and .admin_url = .url."""
+        port = free_port()
+        kv = zmq_endpoint()
+        replay = zmq_endpoint()
+        cfg = json.dumps({"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": kv,
+                          "replay_endpoint": replay, "topic": "kv-events"})
+        args = ["--host", "127.0.0.1", "--port", str(port), "--served-model-name", model,
+                "--kv-events-config", cfg, "--enable-prompt-tokens-details"] + list(extra or [])
+        p = self.start("sim", args, admin=False, ready=False)
+        p.admin_url = p.url = "http://127.0.0.1:%d" % port
+        p.kv, p.replay, p.worker_name = kv, replay, name
+        if ready:
+            p.wait_ready(path="/health")
+        return p
+
+    def write(self, relpath, text):
+        """Writes a file under this stack's temp dir; returns its path."""
+        path = os.path.join(self.dir, relpath)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def stop_all(self):
+        failed = self._test is not None and _test_failed(self._test)
+        for p in reversed(self.procs):
+            p.stop()
+        if failed:
+            for p in self.procs:
+                print("\n----- %s (%s) -----\n%s" % (p.name, " ".join(p.argv), p.log()[-4000:]))
+
+
+def _test_failed(test):
+    outcome = getattr(test, "_outcome", None)
+    if outcome is None:
+        return False
+    result = getattr(outcome, "result", None)
+    errors = getattr(result, "errors", []) + getattr(result, "failures", []) if result else []
+    return any(t is test for t, _ in errors) or not getattr(outcome, "success", True)

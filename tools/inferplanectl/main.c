@@ -1,0 +1,42 @@
+/* inferplanectl — dispatches to one subcommand per file (see ctl.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "ctl.h"
+
+typedef struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+} s_command_t;
+
+static const s_command_t s_commands[] = {
+    {"route", ctl_route, "ask a decider where a request would go (--explain for every candidate)"},
+    {"poke", ctl_poke, "send malformed frames to a ZeroMQ endpoint (robustness tests)"},
+    {"proto-doc", ctl_proto_doc, "print the wire-message catalogue as Markdown"},
+};
+
+static void s_usage(FILE *out)
+{
+    fprintf(out, "usage: inferplanectl <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof s_commands / sizeof s_commands[0]; i++)
+        fprintf(out, "  %-10s %s\n", s_commands[i].name, s_commands[i].help);
+    fprintf(out, "\n'inferplanectl <command> --help' describes a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        s_usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("inferplanectl %s\n", IPL_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof s_commands / sizeof s_commands[0]; i++)
+        if (!strcmp(argv[1], s_commands[i].name)) return s_commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "inferplanectl: unknown command '%s'\n", argv[1]);
+    s_usage(stderr);
+    return 2;
+}
