@@ -125,3 +125,20 @@ clean:
 	rm -rf build build-san
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# libFuzzer targets (fuzz/fuzz_*.c), built with clang into build-fuzz/.
+#   make fuzz                 build them and run each for FUZZ_SECONDS (default 60)
+#   make fuzz FUZZ_SECONDS=5  the short run `make test` uses
+FUZZ_SECONDS ?= 60
+FUZZ_SRC     := $(wildcard fuzz/fuzz_*.c)
+FUZZ_BINS    := $(FUZZ_SRC:fuzz/%.c=build-fuzz/%)
+FUZZ_LIBSRC   = $(filter-out common/ipl_httpd.c common/ipl_admin.c common/ipl_service.c,$(LIB_SRC))
+.PHONY: fuzz fuzz-build
+fuzz-build: $(FUZZ_BINS)
+build-fuzz/fuzz_%: fuzz/fuzz_%.c $(LIB_SRC) $(wildcard common/*.h proto/*.h)
+	@mkdir -p build-fuzz
+	@echo "FUZZ $@"
+	@clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -Icommon -Iproto \
+	  -DIPL_VERSION=\"fuzz\" $(PKG_CFLAGS) $< $(FUZZ_LIBSRC) $(PKG_LIBS) $(LDLIBS) -o $@
+fuzz: deps fuzz-build
+	@tools/run-fuzz $(FUZZ_SECONDS) $(FUZZ_BINS)

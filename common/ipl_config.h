@@ -8,7 +8,10 @@
  *          --flag=true|false)
  *   env:   INFERPLANE_MAX_BODY_BYTES=1048576   (upper case, '-' becomes '_')
  *   YAML:  --config FILE (or INFERPLANE_CONFIG): a flat mapping `max-body-bytes: 1048576`
- *          (underscores are accepted in keys too)
+ *          (underscores are accepted in keys too; one document; a key may appear once)
+ *
+ * Bool values are true|false (also 1|0, yes|no, on|off). INFERPLANE_* variables that match no
+ * option are ignored (one environment may serve several services); -h is --help.
  *
  * Every service also gets --help, --version and --config. An unknown flag, an unknown YAML key
  * or a bad value is an error that names the option, the source (flag, env var name or
@@ -45,11 +48,14 @@ void ipl_config_add(ipl_config_t *self, const char *name, ipl_opt_type_t type, v
                     const char *defval, const char *help);
 
 /* Parses defaults, then the YAML file, then the environment, then argv.
- * Returns 0 to proceed, 1 when --help or --version was printed (exit 0), or a negative code
- * with a one-line human error in `err` (exit 2). Positional arguments are errors. */
+ * Returns 0 to proceed, 1 when --help or --version was printed to stdout (exit 0), or a
+ * negative code with a one-line human error in `err` (exit 2): IPL_E_TYPE / IPL_E_RANGE for a
+ * bad value, IPL_E_IO for an unreadable --config file, IPL_E_INVAL otherwise. After an error
+ * the targets may hold a mix of sources. Positional arguments are errors. */
 int ipl_config_parse(ipl_config_t *self, int argc, char **argv, char *err, size_t errlen);
 
-/* Where the effective value of `name` came from: "default", "file", "env" or "flag". */
+/* Where the effective value of `name` came from: "default", "file", "env" or "flag" (NULL for
+ * an unknown name). "config" is an option too. */
 const char *ipl_config_source(const ipl_config_t *self, const char *name);
 
 /* Writes --help text to `out` (a FILE *; void * keeps <stdio.h> out of this header). */

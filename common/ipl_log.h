@@ -24,7 +24,9 @@ void ipl_log_set_stream(FILE *stream);
 /* "debug" | "info" | "warn" | "error" | "off" → level. Returns 0, or IPL_E_INVAL. */
 int ipl_log_level_parse(const char *text, ipl_log_level_t *level);
 
-/* Writes one line if `level` is enabled. `kv_fmt` may be NULL or "" for no extra fields. */
+/* Writes one line if `level` is enabled. `kv_fmt` may be NULL for no extra fields (a literal ""
+ * works too at run time but trips gcc's -Wformat-zero-length under -Werror: pass NULL).
+ * errno is preserved. */
 void ipl_log(ipl_log_level_t level, const char *msg, const char *kv_fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -38,6 +40,10 @@ char *ipl_log_quote(char *buf, unsigned long size, const char *text);
 #define IPL_WARN(msg, ...) ipl_log(IPL_LOG_WARN, msg, __VA_ARGS__)
 #define IPL_ERROR(msg, ...) ipl_log(IPL_LOG_ERROR, msg, __VA_ARGS__)
 
+/* ipl_log() that appends suppressed=N to the line when `suppressed` > 0 (IPL_LOG_EVERY). */
+void ipl_log_suppressed(ipl_log_level_t level, unsigned long suppressed, const char *msg,
+                        const char *kv_fmt, ...) __attribute__((format(printf, 4, 5)));
+
 /* Logs at most once per `seconds` from this call site (per process); the line carries
  * suppressed=N for the lines dropped since the last one. For remote-input errors that could
  * otherwise flood the log. */
@@ -46,7 +52,7 @@ char *ipl_log_quote(char *buf, unsigned long size, const char *text);
         static ipl_log_limiter_t s_lim_;                                                           \
         unsigned long s_sup_;                                                                      \
         if (ipl_log_limiter_pass(&s_lim_, (seconds), &s_sup_))                                     \
-            ipl_log((level), (msg), __VA_ARGS__);                                                  \
+            ipl_log_suppressed((level), s_sup_, (msg), __VA_ARGS__);                               \
     } while (0)
 
 typedef struct {
@@ -54,7 +60,8 @@ typedef struct {
     unsigned long suppressed;
 } ipl_log_limiter_t;
 /* Returns 1 when a line may be written now (and resets the window), 0 when it is suppressed.
- * Thread-safety: racy by design (a rare extra or missing line is acceptable). */
+ * *suppressed (may be NULL) gets the number of calls suppressed since the last pass.
+ * Thread-safe (relaxed atomics, no lock): one caller wins each window. */
 int ipl_log_limiter_pass(ipl_log_limiter_t *limiter, double seconds, unsigned long *suppressed);
 
 #endif

@@ -23,7 +23,7 @@ typedef struct {
 typedef enum {
     IPL_MP_NIL, IPL_MP_BOOL, IPL_MP_UINT, IPL_MP_INT, /* IPL_MP_INT: negative integers only */
     IPL_MP_FLOAT, IPL_MP_STR, IPL_MP_BIN, IPL_MP_ARRAY, IPL_MP_MAP, IPL_MP_EXT,
-    IPL_MP_INVALID, /* 0xc1, or nothing left */
+    IPL_MP_INVALID, /* 0xc1, a value cut short by the end of the buffer, or nothing left */
 } ipl_mp_type_t;
 
 void ipl_mp_reader_init(ipl_mp_reader_t *r, const void *buf, size_t len);
@@ -34,21 +34,22 @@ int ipl_mp_read_nil(ipl_mp_reader_t *r);
 /* Returns 1 and consumes when the next value is nil, else 0 (nothing consumed). */
 int ipl_mp_try_nil(ipl_mp_reader_t *r);
 int ipl_mp_read_bool(ipl_mp_reader_t *r, bool *out);
-int ipl_mp_read_uint(ipl_mp_reader_t *r, uint64_t *out);   /* non-negative ints only */
+int ipl_mp_read_uint(ipl_mp_reader_t *r, uint64_t *out);   /* IPL_E_RANGE when negative */
 int ipl_mp_read_int(ipl_mp_reader_t *r, int64_t *out);     /* IPL_E_RANGE above INT64_MAX */
 int ipl_mp_read_double(ipl_mp_reader_t *r, double *out);   /* float32/64 and any int */
 int ipl_mp_read_str(ipl_mp_reader_t *r, const char **s, uint32_t *len);
 int ipl_mp_read_bin(ipl_mp_reader_t *r, const uint8_t **b, uint32_t *len);
 /* Array/map headers: *n is the element (pair) count. Fails with IPL_E_TRUNCATED when the
- * count cannot possibly fit in the bytes left (each element needs at least one byte), so a
- * caller may size an allocation by *n safely. */
+ * count cannot possibly fit in the bytes left (each element needs at least one byte, each map
+ * pair two), so a caller may size an allocation by *n safely. Only the header is consumed. */
 int ipl_mp_read_array(ipl_mp_reader_t *r, uint32_t *n);
 int ipl_mp_read_map(ipl_mp_reader_t *r, uint32_t *n);
 /* A block hash as vLLM sends it (ExternalBlockHash = int | bytes): any msgpack int (a
  * negative one is taken as its two's-complement u64) or bin (its last 8 bytes read big-endian,
  * zero-padded on the left when shorter). */
 int ipl_mp_read_hash64(ipl_mp_reader_t *r, uint64_t *out);
-/* Skips one complete value of any type, nested at most 64 deep (IPL_E_RANGE beyond). */
+/* Skips one complete value of any type (ext included), nested at most 64 containers deep
+ * (IPL_E_RANGE beyond). */
 int ipl_mp_skip(ipl_mp_reader_t *r);
 /* Compares a just-read string with a literal. */
 bool ipl_mp_str_eq(const char *s, uint32_t len, const char *literal);

@@ -12,11 +12,13 @@
  * raw text inside the braces ("" when none). */
 typedef void(ipl_prom_sample_fn)(void *arg, const char *name, const char *labels, double value);
 
-/* Parses `len` bytes; returns the number of malformed lines skipped (0 when clean). */
+/* Parses `len` bytes (need not be NUL-terminated; the grammar is in ipl_prom.c); `fn` may be
+ * NULL. Returns the number of malformed lines skipped (0 when clean), or IPL_E_NOMEM. */
 int ipl_prom_parse(const char *text, size_t len, ipl_prom_sample_fn *fn, void *arg);
 
-/* Extracts label `key` from a raw label string into buf (unescaped, NUL-terminated).
- * Returns 0, or IPL_E_NOTFOUND. */
+/* Extracts label `key` from a raw label string into buf (unescaped, NUL-terminated; the first
+ * one when repeated). Returns 0, IPL_E_NOTFOUND, IPL_E_RANGE when the value does not fit in
+ * `size` (buf is then ""), or IPL_E_INVAL when `labels` is malformed before the key is found. */
 int ipl_prom_label(const char *labels, const char *key, char *buf, size_t size);
 
 #endif

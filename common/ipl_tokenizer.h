@@ -7,9 +7,12 @@
  *   - special tokens of the ChatML template ("<|im_start|>", "<|im_end|>", "<|endoftext|>")
  *     are split out first and get ids IPL_TOK_SPECIAL_BASE + k;
  *   - the rest is cut into pieces at word boundaries (a word keeps its leading space, like
- *     GPT-2 style byte-level BPE), each piece at most 3 bytes;
+ *     GPT-2 style byte-level BPE), each piece at most 3 bytes (the exact rule is in
+ *     ipl_tokenizer.c);
  *   - a piece's id is 1 + b0 + (b1 << 8) + (b2 << 16) over its bytes (b1/b2 = 0 when absent,
- *     and a piece never contains NUL), so decoding is exact.
+ *     and a piece never contains NUL), so decoding is exact;
+ *   - NUL bytes are dropped: encode(text) == encode(text without its NULs). Any NUL-free
+ *     bytes (UTF-8 or not) round-trip exactly: decode(encode(t)) == t.
  * That gives about 3 bytes per token, close to real tokenizers' 3.5–4 for English.
  */
 #ifndef IPL_TOKENIZER_H
@@ -34,8 +37,8 @@ const char *ipl_tokenizer_name(const ipl_tokenizer_t *self); /* "builtin" */
  * *n; NULL with *n = 0 on allocation failure. Empty text gives a non-NULL empty array. */
 uint32_t *ipl_tokenizer_encode(const ipl_tokenizer_t *self, const char *text, size_t len,
                                size_t *n);
-/* Decodes ids back to text (malloc'd, NUL-terminated; the caller frees). Unknown ids are
- * skipped. */
+/* Decodes ids back to text (malloc'd, NUL-terminated; the caller frees; NULL on allocation
+ * failure). Unknown ids (any id encode never produces) are skipped. */
 char *ipl_tokenizer_decode(const ipl_tokenizer_t *self, const uint32_t *ids, size_t n);
 
 #endif

@@ -99,7 +99,7 @@ static int s_encode_fields(msgpack_packer *pk, const ipl_proto_struct_t *sd, con
                 msgpack_pack_false(pk);
             break;
         case IPL_FT_STR: {
-            const char *s = *CAT(body, f->offset, char *const);
+            const char *s = *CAT(body, f->offset, char *);
             if (!s) {
                 msgpack_pack_nil(pk);
                 break;
@@ -112,7 +112,7 @@ static int s_encode_fields(msgpack_packer *pk, const ipl_proto_struct_t *sd, con
         }
         case IPL_FT_U64S: {
             uint32_t n = *CAT(body, f->len_offset, uint32_t);
-            const uint64_t *v = *CAT(body, f->offset, uint64_t *const);
+            const uint64_t *v = *CAT(body, f->offset, uint64_t *);
             if (n > IPL_PROTO_MAX_ARRAY) return IPL_E_RANGE;
             if (n && !v) return IPL_E_INVAL;
             msgpack_pack_array(pk, n);
@@ -121,7 +121,7 @@ static int s_encode_fields(msgpack_packer *pk, const ipl_proto_struct_t *sd, con
         }
         case IPL_FT_STRUCTS: {
             uint32_t n = *CAT(body, f->len_offset, uint32_t);
-            const char *v = *CAT(body, f->offset, const char *const);
+            const char *v = *CAT(body, f->offset, char *);
             if (n > IPL_PROTO_MAX_ARRAY) return IPL_E_RANGE;
             if (n && !v) return IPL_E_INVAL;
             msgpack_pack_array(pk, n);
