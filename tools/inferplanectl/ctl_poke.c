@@ -64,12 +64,12 @@ static size_t s_frame(uint8_t *buf, size_t cap)
         len = sb.size;
         break;
     case 3: /* absurd declared lengths */
+        msgpack_sbuffer_destroy(&sb);
         memcpy(buf, "\xdd\xff\xff\xff\xff\x01\x07\xdd\x7f\xff\xff\xff", 12);
-        len = 12;
-        break;
+        return 12;
     case 4: /* empty frame */
-        len = 0;
-        break;
+        msgpack_sbuffer_destroy(&sb);
+        return 0;
     case 5: { /* a real message with one byte flipped */
         size_t n;
         const ipl_proto_msg_desc_t *msgs = ipl_proto_messages(&n);
@@ -101,7 +101,7 @@ static size_t s_frame(uint8_t *buf, size_t cap)
         break;
     }
     if (len > cap) len = cap;
-    memcpy(buf, sb.data, len);
+    if (len) memcpy(buf, sb.data, len);
     msgpack_sbuffer_destroy(&sb);
     return len;
 }

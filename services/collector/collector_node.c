@@ -1,0 +1,905 @@
+/*
+ * collector_node — worker set, SUB sockets, scrapes and PUSH to the aggregators.
+ */
+#include "collector_node.h"
+
+#include <assert.h>
+#include <cjson/cJSON.h>
+#include <czmq.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collector_scrape.h"
+#include "collector_stream.h"
+#include "ipl_clock.h"
+#include "ipl_error.h"
+#include "ipl_log.h"
+#include "ipl_policy_view.h"
+#include "ipl_proto.h"
+#include "ipl_signal.h"
+
+_Static_assert((int)COLLECTOR_OP_STORED == (int)IPL_KV_OP_STORED &&
+                   (int)COLLECTOR_OP_REMOVED == (int)IPL_KV_OP_REMOVED &&
+                   (int)COLLECTOR_OP_CLEARED == (int)IPL_KV_OP_CLEARED,
+               "collector ops are proto's KV ops");
+_Static_assert((int)COLLECTOR_KV_EXACT == (int)IPL_KV_EXACT &&
+                   (int)COLLECTOR_KV_SYNCING == (int)IPL_KV_SYNCING &&
+                   (int)COLLECTOR_KV_DEGRADED == (int)IPL_KV_DEGRADED,
+               "collector kv states are proto's");
+
+#define S_MAX_AGGREGATORS 8
+#define S_MAX_KV_FRAME    (64 << 20) /* a vLLM batch; the decoder bounds what it accepts */
+#define S_DRAIN_BUDGET    1000       /* messages per worker per loop round */
+#define S_POLICY_CHECK_MS 200
+
+typedef struct {
+    uint64_t batches, events, gaps, restarts, unknown_parents;
+} s_mirror_t; /* stream counters already added to the metrics */
+
+typedef struct s_worker {
+    collector_node_t *node;
+    size_t id; /* scrape target; unique for the node's lifetime */
+    collector_worker_spec_t spec;
+    zsock_t *sub;
+    collector_stream_t *stream;
+    /* load */
+    bool has_sample;
+    collector_sample_t sample;
+    bool up;
+    bool scraped;
+    uint64_t scrape_ms; /* monotonic ms of the last finished scrape */
+    uint64_t scrapes_ok, scrapes_failed;
+    char last_error[160];
+    s_mirror_t mirrored;
+    ipl_metric_t *m_batches, *m_events, *m_gaps, *m_restarts, *m_unknown_parents;
+    ipl_metric_t *m_scrape_ok, *m_scrape_failed, *m_kv_state;
+} s_worker_t;
+
+struct collector_node {
+    pthread_mutex_t lock; /* guards workers and their counters against admin readers */
+    ipl_metrics_t *metrics;
+    zsock_t *push[S_MAX_AGGREGATORS];
+    size_t npush;
+    s_worker_t **workers;
+    size_t nworkers, workers_cap;
+    size_t next_id;
+    bool have_list;
+    ipl_policy_view_t *policy;
+    uint64_t policy_version;
+    char *prefix;
+    uint64_t interval_ms;
+    uint64_t next_scrape_ms, next_policy_ms;
+    collector_scrape_t *scrape;
+    zmq_pollitem_t *items;
+    size_t items_cap;
+    ipl_metric_t *m_push_dropped, *m_workers;
+};
+
+/* ------------------------------------------------------------------------------------------ */
+/* worker specs */
+
+static char *s_strndup_trim(const char *s, size_t len)
+{
+    while (len > 0 && (*s == ' ' || *s == '\t')) {
+        s++;
+        len--;
+    }
+    while (len > 0 && (s[len - 1] == ' ' || s[len - 1] == '\t'))
+        len--;
+    return strndup(s, len);
+}
+
+static char *s_metrics_url(const char *url)
+{
+    size_t len = strlen(url);
+    while (len > 0 && url[len - 1] == '/')
+        len--;
+    char *out = malloc(len + sizeof "/metrics");
+    if (out) {
+        memcpy(out, url, len);
+        memcpy(out + len, "/metrics", sizeof "/metrics");
+    }
+    return out;
+}
+
+static void s_spec_free(collector_worker_spec_t *s)
+{
+    free(s->name);
+    free(s->url);
+    free(s->kv_endpoint);
+    free(s->replay_endpoint);
+    free(s->metrics_url);
+    memset(s, 0, sizeof *s);
+}
+
+static int s_spec_copy(collector_worker_spec_t *dst, const collector_worker_spec_t *src)
+{
+    dst->name = strdup(src->name);
+    dst->url = strdup(src->url);
+    dst->kv_endpoint = strdup(src->kv_endpoint);
+    dst->replay_endpoint = strdup(src->replay_endpoint);
+    dst->metrics_url = strdup(src->metrics_url);
+    if (!dst->name || !dst->url || !dst->kv_endpoint || !dst->replay_endpoint ||
+        !dst->metrics_url) {
+        s_spec_free(dst);
+        return IPL_E_NOMEM;
+    }
+    return 0;
+}
+
+static bool s_spec_equal(const collector_worker_spec_t *a, const collector_worker_spec_t *b)
+{
+    return !strcmp(a->name, b->name) && !strcmp(a->url, b->url) &&
+           !strcmp(a->kv_endpoint, b->kv_endpoint) &&
+           !strcmp(a->replay_endpoint, b->replay_endpoint) &&
+           !strcmp(a->metrics_url, b->metrics_url);
+}
+
+void collector_worker_specs_free(collector_worker_spec_t **specs_p, size_t n)
+{
+    if (!specs_p || !*specs_p) return;
+    for (size_t i = 0; i < n; i++)
+        s_spec_free(&(*specs_p)[i]);
+    free(*specs_p);
+    *specs_p = NULL;
+}
+
+/* Parses one `name=url|kv[|replay]` item into *spec. */
+static int s_spec_parse(const char *item, size_t len, collector_worker_spec_t *spec, char *err,
+                        size_t errlen)
+{
+    const char *end = item + len;
+    const char *eq = memchr(item, '=', len);
+    const char *fields[4] = {0};
+    size_t flen[4] = {0};
+    size_t nf = 0;
+    if (eq) {
+        const char *p = eq + 1;
+        while (nf < 4) {
+            const char *bar = memchr(p, '|', (size_t)(end - p));
+            fields[nf] = p;
+            flen[nf] = (size_t)((bar ? bar : end) - p);
+            nf++;
+            if (!bar) break;
+            p = bar + 1;
+            if (nf == 4) {
+                nf = 5; /* too many */
+                break;
+            }
+        }
+    }
+    memset(spec, 0, sizeof *spec);
+    if (eq) spec->name = s_strndup_trim(item, (size_t)(eq - item));
+    if (nf >= 2 && nf <= 3) {
+        spec->url = s_strndup_trim(fields[0], flen[0]);
+        spec->kv_endpoint = s_strndup_trim(fields[1], flen[1]);
+        spec->replay_endpoint = nf == 3 ? s_strndup_trim(fields[2], flen[2]) : strdup("");
+    }
+    if (!eq || nf < 2 || nf > 3 || !spec->name || !*spec->name || !spec->url || !*spec->url ||
+        !spec->kv_endpoint || !*spec->kv_endpoint || !spec->replay_endpoint) {
+        snprintf(err, errlen,
+                 "--workers: item \"%.*s\" is not name=url|kv_endpoint[|replay_endpoint] "
+                 "(e.g. w0=http://127.0.0.1:8100|tcp://127.0.0.1:5600|tcp://127.0.0.1:5700)",
+                 (int)(len > 200 ? 200 : len), item);
+        s_spec_free(spec);
+        return IPL_E_INVAL;
+    }
+    spec->metrics_url = s_metrics_url(spec->url);
+    if (!spec->metrics_url) {
+        s_spec_free(spec);
+        snprintf(err, errlen, "out of memory");
+        return IPL_E_NOMEM;
+    }
+    return 0;
+}
+
+int collector_worker_specs_parse(const char *text, collector_worker_spec_t **out, size_t *n,
+                                 char *err, size_t errlen)
+{
+    assert(text && out && n && err);
+    *out = NULL;
+    *n = 0;
+    size_t cap = 0;
+    const char *p = text;
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        const char *q = p;
+        size_t qlen = len;
+        while (qlen > 0 && (*q == ' ' || *q == '\t')) {
+            q++;
+            qlen--;
+        }
+        if (qlen > 0) {
+            if (*n == cap) {
+                cap = cap ? cap * 2 : 8;
+                collector_worker_spec_t *grown = realloc(*out, cap * sizeof *grown);
+                if (!grown) {
+                    collector_worker_specs_free(out, *n);
+                    snprintf(err, errlen, "out of memory");
+                    return IPL_E_NOMEM;
+                }
+                *out = grown;
+            }
+            int rc = s_spec_parse(q, qlen, &(*out)[*n], err, errlen);
+            if (rc != 0) {
+                collector_worker_specs_free(out, *n);
+                *n = 0;
+                return rc;
+            }
+            for (size_t i = 0; i < *n; i++) {
+                if (!strcmp((*out)[i].name, (*out)[*n].name)) {
+                    snprintf(err, errlen,
+                             "--workers: worker \"%s\" is listed twice; names must be unique",
+                             (*out)[i].name);
+                    (*n)++;
+                    collector_worker_specs_free(out, *n);
+                    *n = 0;
+                    return IPL_E_INVAL;
+                }
+            }
+            (*n)++;
+        }
+        p = comma ? comma + 1 : p + len;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* sending */
+
+static void s_send(collector_node_t *self, int type, const void *body)
+{
+    for (size_t i = 0; i < self->npush; i++) {
+        int rc = ipl_msg_send(zsock_resolve(self->push[i]), type, body, ZMQ_DONTWAIT);
+        if (rc != 0) {
+            ipl_metric_inc(self->m_push_dropped);
+            IPL_LOG_EVERY(5, IPL_LOG_WARN, "push_dropped", "aggregator=%zu error=%s", i,
+                          ipl_strerror(rc));
+        }
+    }
+}
+
+static void s_on_op(void *arg, const collector_op_t *op)
+{
+    s_worker_t *w = arg;
+    ipl_kv_event_t ev = {.seq = 0,
+                         .worker = w->spec.name,
+                         .epoch = op->epoch,
+                         .src_seq = op->src_seq,
+                         .op = (uint64_t)op->op,
+                         .hashes = (uint64_t *)op->hashes,
+                         .hashes_len = op->nhashes,
+                         .block_size = op->block_size};
+    s_send(w->node, IPL_MSG_KV_EVENT, &ev);
+}
+
+static void s_send_load(collector_node_t *self, s_worker_t *w)
+{
+    uint32_t bs = w->sample.block_size ? (uint32_t)w->sample.block_size
+                                       : collector_stream_block_size(w->stream);
+    ipl_load_t load = {.seq = 0,
+                       .worker = w->spec.name,
+                       .ts_ms = ipl_wall_ms(),
+                       .running = w->sample.running > 0 ? (uint64_t)w->sample.running : 0,
+                       .waiting = w->sample.waiting > 0 ? (uint64_t)w->sample.waiting : 0,
+                       .kv_usage = w->sample.kv_usage,
+                       .block_size = bs,
+                       .num_blocks = w->sample.num_blocks,
+                       .health = w->up ? IPL_HEALTH_UP : IPL_HEALTH_DOWN,
+                       .kv_state = (uint64_t)collector_stream_kv_state(w->stream)};
+    s_send(self, IPL_MSG_LOAD, &load);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* workers */
+
+static void s_drop(collector_node_t *self, const char *worker, const char *reason, size_t bytes)
+{
+    char labels[96];
+    snprintf(labels, sizeof labels, "reason=\"%s\"", reason);
+    ipl_metric_inc(ipl_metrics_counter(self->metrics, "inferplane_frames_dropped_total",
+                                       "Frames received and dropped, by reason.", labels));
+    ipl_metric_inc(ipl_metrics_counter(self->metrics, "inferplane_collector_decode_errors_total",
+                                       "KV-event messages from workers that could not be used, "
+                                       "by reason.",
+                                       labels));
+    IPL_LOG_EVERY(5, IPL_LOG_WARN, "frame_dropped", "worker=%s reason=%s bytes=%zu", worker, reason,
+                  bytes);
+}
+
+static void s_worker_metrics(collector_node_t *self, s_worker_t *w)
+{
+    char esc[256], labels[300];
+    ipl_metrics_escape(esc, sizeof esc, w->spec.name);
+    snprintf(labels, sizeof labels, "worker=\"%s\"", esc);
+    ipl_metrics_t *m = self->metrics;
+    w->m_batches = ipl_metrics_counter(m, "inferplane_collector_batches_total",
+                                       "KV-event batches decoded, per worker.", labels);
+    w->m_events = ipl_metrics_counter(m, "inferplane_collector_events_decoded_total",
+                                      "KV events decoded, per worker.", labels);
+    w->m_gaps = ipl_metrics_counter(m, "inferplane_collector_sequence_gaps_total",
+                                    "Gaps in a worker's KV-event sequence.", labels);
+    w->m_restarts = ipl_metrics_counter(m, "inferplane_collector_worker_restarts_total",
+                                        "Worker restarts seen (sequence went back).", labels);
+    w->m_unknown_parents =
+        ipl_metrics_counter(m, "inferplane_collector_unknown_parents_total",
+                            "BlockStored events skipped because their parent was unknown.", labels);
+    w->m_kv_state = ipl_metrics_gauge(m, "inferplane_collector_kv_state",
+                                      "Exactness of the worker's KV state: 0 exact, 1 syncing, "
+                                      "2 degraded.",
+                                      labels);
+    char rl[340];
+    snprintf(rl, sizeof rl, "%s,result=\"ok\"", labels);
+    w->m_scrape_ok = ipl_metrics_counter(m, "inferplane_collector_scrapes_total",
+                                         "Scrapes of worker /metrics, by result.", rl);
+    snprintf(rl, sizeof rl, "%s,result=\"failed\"", labels);
+    w->m_scrape_failed = ipl_metrics_counter(m, "inferplane_collector_scrapes_total",
+                                             "Scrapes of worker /metrics, by result.", rl);
+}
+
+static void s_worker_free(collector_node_t *self, s_worker_t **w_p)
+{
+    s_worker_t *w = *w_p;
+    if (!w) return;
+    if (self->scrape) collector_scrape_cancel(self->scrape, w->id);
+    zsock_destroy(&w->sub);
+    collector_stream_destroy(&w->stream);
+    s_spec_free(&w->spec);
+    free(w);
+    *w_p = NULL;
+}
+
+static s_worker_t *s_worker_new(collector_node_t *self, const collector_worker_spec_t *spec)
+{
+    s_worker_t *w = calloc(1, sizeof *w);
+    if (!w) return NULL;
+    w->node = self;
+    w->id = self->next_id++;
+    if (s_spec_copy(&w->spec, spec) != 0) {
+        free(w);
+        return NULL;
+    }
+    /* an epoch no earlier incarnation of this collector used */
+    w->stream = collector_stream_new(spec->name, ipl_wall_ms(), s_on_op, w);
+    if (!w->stream) {
+        s_worker_free(self, &w);
+        return NULL;
+    }
+    /* Issue 5 plugs the replay DEALER (spec.replay_endpoint) in with
+     * collector_stream_set_gap_handler; without it a gap leaves the worker SYNCING. */
+    if (*spec->kv_endpoint) {
+        w->sub = zsock_new(ZMQ_SUB);
+        if (!w->sub) {
+            s_worker_free(self, &w);
+            return NULL;
+        }
+        zsock_set_linger(w->sub, 0);
+        zsock_set_maxmsgsize(w->sub, S_MAX_KV_FRAME);
+        zsock_set_rcvhwm(w->sub, 100000);
+        zsock_set_subscribe(w->sub, "");
+        if (zsock_connect(w->sub, "%s", spec->kv_endpoint) < 0) {
+            IPL_ERROR("kv_connect_failed", "worker=%s endpoint=\"%s\" error=\"%s\"", spec->name,
+                      spec->kv_endpoint, zmq_strerror(zmq_errno()));
+            zsock_destroy(&w->sub); /* keep scraping it; its KV state is unknown */
+        }
+    }
+    s_worker_metrics(self, w);
+    collector_stream_start(w->stream); /* the aggregator forgets older incarnations' blocks */
+    char q[2][256];
+    IPL_INFO("worker_added", "worker=%s url=%s kv=%s", spec->name,
+             ipl_log_quote(q[0], sizeof q[0], spec->url),
+             ipl_log_quote(q[1], sizeof q[1], spec->kv_endpoint));
+    return w;
+}
+
+/* Makes the worker set equal to `specs` (under the lock). Unchanged workers keep their
+ * sockets and streams; removed ones are cleared at the aggregators. */
+static void s_reconcile(collector_node_t *self, const collector_worker_spec_t *specs, size_t n)
+{
+    pthread_mutex_lock(&self->lock);
+    /* remove workers that are gone or changed */
+    for (size_t i = 0; i < self->nworkers;) {
+        s_worker_t *w = self->workers[i];
+        bool keep = false;
+        for (size_t k = 0; k < n && !keep; k++)
+            keep = s_spec_equal(&w->spec, &specs[k]);
+        if (keep) {
+            i++;
+            continue;
+        }
+        IPL_INFO("worker_removed", "worker=%s", w->spec.name);
+        ipl_kv_event_t ev = {.worker = w->spec.name,
+                             .epoch = collector_stream_stats(w->stream)->epoch,
+                             .op = IPL_KV_OP_CLEARED};
+        s_send(self, IPL_MSG_KV_EVENT, &ev);
+        s_worker_free(self, &self->workers[i]);
+        self->workers[i] = self->workers[--self->nworkers];
+    }
+    /* add the new ones */
+    for (size_t k = 0; k < n; k++) {
+        bool have = false;
+        for (size_t i = 0; i < self->nworkers && !have; i++)
+            have = !strcmp(self->workers[i]->spec.name, specs[k].name);
+        if (have) continue;
+        if (self->nworkers == self->workers_cap) {
+            size_t cap = self->workers_cap ? self->workers_cap * 2 : 8;
+            s_worker_t **grown = realloc(self->workers, cap * sizeof *grown);
+            if (!grown) break;
+            self->workers = grown;
+            self->workers_cap = cap;
+        }
+        s_worker_t *w = s_worker_new(self, &specs[k]);
+        if (!w) {
+            IPL_ERROR("worker_add_failed", "worker=%s", specs[k].name);
+            continue;
+        }
+        self->workers[self->nworkers++] = w;
+    }
+    self->have_list = true;
+    pthread_mutex_unlock(&self->lock);
+}
+
+/* Policy mode: applies a new policy version's workers (filtered by the prefix). */
+static void s_check_policy(collector_node_t *self)
+{
+    if (!self->policy || ipl_policy_view_version(self->policy) == self->policy_version) return;
+    ipl_policy_snap_t *snap = ipl_policy_view_get(self->policy);
+    if (!snap) return;
+    const ipl_policy_t *pol = snap->policy;
+    collector_worker_spec_t *specs = calloc(pol->workers_len ? pol->workers_len : 1, sizeof *specs);
+    size_t n = 0;
+    for (uint32_t i = 0; specs && i < pol->workers_len; i++) {
+        const ipl_worker_t *pw = &pol->workers[i];
+        if (!pw->name || !*pw->name || !pw->url ||
+            (self->prefix && strncmp(pw->name, self->prefix, strlen(self->prefix)) != 0))
+            continue;
+        collector_worker_spec_t *s = &specs[n];
+        s->name = strdup(pw->name);
+        s->url = strdup(pw->url);
+        s->kv_endpoint = strdup(pw->kv_endpoint ? pw->kv_endpoint : "");
+        s->replay_endpoint = strdup(pw->replay_endpoint ? pw->replay_endpoint : "");
+        s->metrics_url = (pw->metrics_url && *pw->metrics_url) ? strdup(pw->metrics_url)
+                                                               : s_metrics_url(pw->url);
+        if (!s->name || !s->url || !s->kv_endpoint || !s->replay_endpoint || !s->metrics_url) {
+            s_spec_free(s);
+            continue;
+        }
+        n++;
+    }
+    IPL_INFO("policy_applied", "version=%" PRIu64 " workers=%zu of=%u", pol->version, n,
+             pol->workers_len);
+    self->policy_version = pol->version;
+    ipl_policy_view_release(self->policy, &snap);
+    if (specs) s_reconcile(self, specs, n);
+    collector_worker_specs_free(&specs, n);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* scrapes */
+
+static s_worker_t *s_worker_by_id(collector_node_t *self, size_t id)
+{
+    for (size_t i = 0; i < self->nworkers; i++)
+        if (self->workers[i]->id == id) return self->workers[i];
+    return NULL;
+}
+
+static void s_on_scrape(void *arg, size_t target, const collector_sample_t *sample,
+                        const char *error)
+{
+    collector_node_t *self = arg;
+    pthread_mutex_lock(&self->lock);
+    s_worker_t *w = s_worker_by_id(self, target);
+    if (w) {
+        w->scraped = true;
+        w->scrape_ms = ipl_mono_ms();
+        if (sample) {
+            if (!w->up) IPL_INFO("worker_up", "worker=%s", w->spec.name);
+            w->sample = *sample;
+            w->has_sample = w->up = true;
+            w->last_error[0] = '\0';
+            w->scrapes_ok++;
+            ipl_metric_inc(w->m_scrape_ok);
+        } else {
+            if (w->up || w->scrapes_failed == 0)
+                IPL_WARN("worker_down", "worker=%s url=\"%s\" error=\"%s\"", w->spec.name,
+                         w->spec.metrics_url, error);
+            w->up = false;
+            snprintf(w->last_error, sizeof w->last_error, "%s", error ? error : "failed");
+            w->scrapes_failed++;
+            ipl_metric_inc(w->m_scrape_failed);
+        }
+        s_send_load(self, w);
+    }
+    pthread_mutex_unlock(&self->lock);
+}
+
+static void s_scrape_round(collector_node_t *self)
+{
+    for (size_t i = 0; i < self->nworkers; i++) {
+        s_worker_t *w = self->workers[i];
+        int rc = collector_scrape_start(self->scrape, w->id, w->spec.metrics_url);
+        if (rc == IPL_E_AGAIN)
+            IPL_LOG_EVERY(10, IPL_LOG_DEBUG, "scrape_overrun", "worker=%s", w->spec.name);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* KV events */
+
+static void s_drain_sub(collector_node_t *self, s_worker_t *w)
+{
+    void *sock = zsock_resolve(w->sub);
+    for (int budget = S_DRAIN_BUDGET; budget > 0; budget--) {
+        zmq_msg_t part[3];
+        int nparts = 0;
+        zmq_msg_init(&part[0]);
+        if (zmq_msg_recv(&part[0], sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&part[0]);
+            return;
+        }
+        nparts = 1;
+        size_t total = 1;
+        bool more = zmq_msg_more(&part[0]);
+        while (more) {
+            zmq_msg_t scratch, *dst = nparts < 3 ? &part[nparts] : &scratch;
+            zmq_msg_init(dst);
+            if (zmq_msg_recv(dst, sock, 0) < 0) {
+                zmq_msg_close(dst);
+                break;
+            }
+            total++;
+            more = zmq_msg_more(dst);
+            if (dst == &scratch)
+                zmq_msg_close(&scratch);
+            else
+                nparts++;
+        }
+        if (total != 3) {
+            s_drop(self, w->spec.name, "bad_frames", zmq_msg_size(&part[0]));
+        } else {
+            int rc =
+                collector_stream_message(w->stream, zmq_msg_data(&part[1]), zmq_msg_size(&part[1]),
+                                         zmq_msg_data(&part[2]), zmq_msg_size(&part[2]));
+            if (rc != 0) s_drop(self, w->spec.name, ipl_strerror(rc), zmq_msg_size(&part[2]));
+        }
+        for (int i = 0; i < nparts; i++)
+            zmq_msg_close(&part[i]);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* metrics mirror, readiness, debug */
+
+static void s_collect(void *arg, ipl_metrics_t *metrics)
+{
+    (void)metrics;
+    collector_node_t *self = arg;
+    pthread_mutex_lock(&self->lock);
+    ipl_metric_set(self->m_workers, (double)self->nworkers);
+    for (size_t i = 0; i < self->nworkers; i++) {
+        s_worker_t *w = self->workers[i];
+        const collector_stream_stats_t *st = collector_stream_stats(w->stream);
+        s_mirror_t *m = &w->mirrored;
+        ipl_metric_add(w->m_batches, (double)(st->batches - m->batches));
+        ipl_metric_add(w->m_events, (double)(st->events - m->events));
+        ipl_metric_add(w->m_gaps, (double)(st->gaps - m->gaps));
+        ipl_metric_add(w->m_restarts, (double)(st->restarts - m->restarts));
+        ipl_metric_add(w->m_unknown_parents, (double)(st->unknown_parents - m->unknown_parents));
+        *m = (s_mirror_t){st->batches, st->events, st->gaps, st->restarts, st->unknown_parents};
+        ipl_metric_set(w->m_kv_state, (double)st->kv_state);
+    }
+    pthread_mutex_unlock(&self->lock);
+}
+
+bool collector_node_ready(void *arg, char *detail, size_t size)
+{
+    collector_node_t *self = arg;
+    pthread_mutex_lock(&self->lock);
+    bool ready = self->have_list;
+    if (ready)
+        snprintf(detail, size, "%zu workers", self->nworkers);
+    else
+        snprintf(detail, size, "waiting for the policy's worker list");
+    pthread_mutex_unlock(&self->lock);
+    return ready;
+}
+
+static const char *s_kv_state_name(int s)
+{
+    return s == COLLECTOR_KV_EXACT ? "exact" : s == COLLECTOR_KV_SYNCING ? "syncing" : "degraded";
+}
+
+static void s_debug_workers(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
+{
+    (void)req;
+    collector_node_t *self = arg;
+    cJSON *root = cJSON_CreateObject();
+    uint64_t now = ipl_mono_ms();
+    pthread_mutex_lock(&self->lock);
+    cJSON_AddBoolToObject(root, "have_worker_list", self->have_list);
+    cJSON_AddStringToObject(root, "source", self->policy ? "policy" : "static");
+    if (self->policy) cJSON_AddNumberToObject(root, "policy_version", (double)self->policy_version);
+    cJSON *arr = cJSON_AddArrayToObject(root, "workers");
+    for (size_t i = 0; i < self->nworkers; i++) {
+        s_worker_t *w = self->workers[i];
+        const collector_stream_stats_t *st = collector_stream_stats(w->stream);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", w->spec.name);
+        cJSON_AddStringToObject(o, "url", w->spec.url);
+        cJSON_AddStringToObject(o, "kv_endpoint", w->spec.kv_endpoint);
+        cJSON_AddStringToObject(o, "replay_endpoint", w->spec.replay_endpoint);
+        cJSON_AddStringToObject(o, "metrics_url", w->spec.metrics_url);
+        cJSON_AddBoolToObject(o, "subscribed", w->sub != NULL);
+        cJSON_AddStringToObject(o, "kv_state", s_kv_state_name(st->kv_state));
+        cJSON_AddStringToObject(o, "health", !w->scraped ? "unknown" : w->up ? "up" : "down");
+        cJSON_AddNumberToObject(o, "epoch", (double)st->epoch);
+        if (st->has_seq)
+            cJSON_AddNumberToObject(o, "last_seq", (double)st->last_seq);
+        else
+            cJSON_AddNullToObject(o, "last_seq");
+        cJSON_AddNumberToObject(o, "batches", (double)st->batches);
+        cJSON_AddNumberToObject(o, "events", (double)st->events);
+        cJSON_AddNumberToObject(o, "blocks_stored", (double)st->blocks_stored);
+        cJSON_AddNumberToObject(o, "blocks_removed", (double)st->blocks_removed);
+        cJSON_AddNumberToObject(o, "clears", (double)st->clears);
+        cJSON_AddNumberToObject(o, "gaps", (double)st->gaps);
+        cJSON_AddNumberToObject(o, "missed_batches", (double)st->missed_batches);
+        cJSON_AddNumberToObject(o, "restarts", (double)st->restarts);
+        cJSON_AddNumberToObject(o, "unknown_parents", (double)st->unknown_parents);
+        cJSON_AddNumberToObject(o, "unknown_removed", (double)st->unknown_removed);
+        cJSON_AddNumberToObject(o, "skipped_events", (double)st->skipped_events);
+        cJSON_AddNumberToObject(o, "private_blocks", (double)st->private_blocks);
+        cJSON_AddNumberToObject(o, "decode_errors", (double)st->decode_errors);
+        cJSON_AddNumberToObject(o, "mapped_blocks", (double)st->mapped);
+        cJSON_AddNumberToObject(o, "scrapes_ok", (double)w->scrapes_ok);
+        cJSON_AddNumberToObject(o, "scrapes_failed", (double)w->scrapes_failed);
+        if (w->scraped)
+            cJSON_AddNumberToObject(o, "last_scrape_age_ms", (double)(now - w->scrape_ms));
+        else
+            cJSON_AddNullToObject(o, "last_scrape_age_ms");
+        cJSON_AddStringToObject(o, "last_error", w->last_error);
+        cJSON *load = cJSON_AddObjectToObject(o, "load");
+        cJSON_AddNumberToObject(load, "running", w->sample.running);
+        cJSON_AddNumberToObject(load, "waiting", w->sample.waiting);
+        cJSON_AddNumberToObject(load, "kv_usage", w->sample.kv_usage);
+        cJSON_AddNumberToObject(load, "block_size", (double)w->sample.block_size);
+        cJSON_AddNumberToObject(load, "num_blocks", (double)w->sample.num_blocks);
+        cJSON_AddItemToArray(arr, o);
+    }
+    pthread_mutex_unlock(&self->lock);
+    char *json = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!json) {
+        ipl_http_resp_error(resp, 500, "server_error", "out of memory");
+        return;
+    }
+    ipl_http_resp_take(resp, 200, "application/json", &json, strlen(json));
+}
+
+void collector_node_routes(collector_node_t *self, ipl_httpd_t *httpd)
+{
+    assert(self);
+    if (httpd) ipl_httpd_route(httpd, "GET", "/debug/workers", s_debug_workers, self);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* life cycle and loop */
+
+static int s_connect_aggregators(collector_node_t *self, const char *list, char *err, size_t errlen)
+{
+    const char *p = list ? list : "";
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char *ep = s_strndup_trim(p, len);
+        if (ep && *ep) {
+            if (self->npush == S_MAX_AGGREGATORS) {
+                snprintf(err, errlen, "--aggregator: at most %d endpoints", S_MAX_AGGREGATORS);
+                free(ep);
+                return IPL_E_RANGE;
+            }
+            zsock_t *push = zsock_new(ZMQ_PUSH);
+            if (push) {
+                zsock_set_linger(push, 0);
+                zsock_set_sndhwm(push, 100000);
+            }
+            if (!push || zsock_connect(push, "%s", ep) < 0) {
+                snprintf(err, errlen,
+                         "--aggregator: cannot connect to \"%s\": %s; expected "
+                         "tcp://host:port",
+                         ep, zmq_strerror(zmq_errno()));
+                zsock_destroy(&push);
+                free(ep);
+                return IPL_E_INVAL;
+            }
+            self->push[self->npush++] = push;
+        }
+        free(ep);
+        p = comma ? comma + 1 : p + len;
+    }
+    if (self->npush == 0) {
+        snprintf(err, errlen, "--aggregator: no endpoint given (e.g. tcp://127.0.0.1:7001)");
+        return IPL_E_INVAL;
+    }
+    return 0;
+}
+
+collector_node_t *collector_node_new(const collector_config_t *config, ipl_metrics_t *metrics,
+                                     char *err, size_t errlen)
+{
+    assert(config && metrics && err);
+    collector_node_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&self->lock, NULL);
+    self->metrics = metrics;
+    self->interval_ms = config->scrape_interval_ms > 0 ? (uint64_t)config->scrape_interval_ms : 100;
+    self->m_push_dropped = ipl_metrics_counter(
+        metrics, "inferplane_collector_push_dropped_total",
+        "Messages not queued to an aggregator (its queue is full or the socket failed).", NULL);
+    self->m_workers = ipl_metrics_gauge(metrics, "inferplane_collector_workers",
+                                        "Workers this collector follows.", NULL);
+    const char *reasons[] = {"truncated", "wrong_type",     "out_of_range", "unknown_type",
+                             "invalid",   "trailing_bytes", "bad_frames"};
+    for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++) {
+        char labels[64];
+        snprintf(labels, sizeof labels, "reason=\"%s\"", reasons[i]);
+        ipl_metrics_counter(metrics, "inferplane_frames_dropped_total",
+                            "Frames received and dropped, by reason.", labels);
+        ipl_metrics_counter(metrics, "inferplane_collector_decode_errors_total",
+                            "KV-event messages from workers that could not be used, by reason.",
+                            labels);
+    }
+    long timeout = (long)(self->interval_ms * 10);
+    if (timeout < 500) timeout = 500;
+    if (timeout > 5000) timeout = 5000;
+    self->scrape = collector_scrape_new(s_on_scrape, self, timeout);
+    if (!self->scrape) {
+        snprintf(err, errlen, "cannot initialise libcurl");
+        collector_node_destroy(&self);
+        return NULL;
+    }
+    if (s_connect_aggregators(self, config->aggregators, err, errlen) != 0) {
+        collector_node_destroy(&self);
+        return NULL;
+    }
+    if (config->worker_prefix && *config->worker_prefix)
+        self->prefix = strdup(config->worker_prefix);
+    if (config->workers && *config->workers) {
+        collector_worker_spec_t *specs;
+        size_t n;
+        if (collector_worker_specs_parse(config->workers, &specs, &n, err, errlen) != 0) {
+            collector_node_destroy(&self);
+            return NULL;
+        }
+        s_reconcile(self, specs, n);
+        collector_worker_specs_free(&specs, n);
+    } else {
+        self->policy = ipl_policy_view_new(config->policy_sub, config->policy_req);
+        if (!self->policy) {
+            snprintf(err, errlen,
+                     "cannot follow the policy at --policy-sub \"%s\" / "
+                     "--policy-req \"%s\"",
+                     config->policy_sub ? config->policy_sub : "",
+                     config->policy_req ? config->policy_req : "");
+            collector_node_destroy(&self);
+            return NULL;
+        }
+    }
+    ipl_metrics_on_collect(metrics, s_collect, self);
+    uint64_t now = ipl_mono_ms();
+    self->next_scrape_ms = now;
+    self->next_policy_ms = now;
+    return self;
+}
+
+void collector_node_destroy(collector_node_t **self_p)
+{
+    if (!self_p || !*self_p) return;
+    collector_node_t *self = *self_p;
+    ipl_policy_view_destroy(&self->policy);
+    for (size_t i = 0; i < self->nworkers; i++)
+        s_worker_free(self, &self->workers[i]);
+    free(self->workers);
+    collector_scrape_destroy(&self->scrape);
+    for (size_t i = 0; i < self->npush; i++)
+        zsock_destroy(&self->push[i]);
+    free(self->prefix);
+    free(self->items);
+    pthread_mutex_destroy(&self->lock);
+    free(self);
+    *self_p = NULL;
+}
+
+size_t collector_node_nworkers(collector_node_t *self)
+{
+    pthread_mutex_lock(&self->lock);
+    size_t n = self->nworkers;
+    pthread_mutex_unlock(&self->lock);
+    return n;
+}
+
+static int s_items_reserve(collector_node_t *self, size_t n)
+{
+    if (n <= self->items_cap) return 0;
+    zmq_pollitem_t *items = realloc(self->items, n * sizeof *items);
+    if (!items) return IPL_E_NOMEM;
+    self->items = items;
+    self->items_cap = n;
+    return 0;
+}
+
+int collector_node_poll(collector_node_t *self, int timeout_ms, int stop_fd)
+{
+    assert(self);
+    uint64_t now = ipl_mono_ms();
+    if (self->policy && now >= self->next_policy_ms) {
+        s_check_policy(self);
+        self->next_policy_ms = now + S_POLICY_CHECK_MS;
+    }
+    if (now >= self->next_scrape_ms) {
+        s_scrape_round(self);
+        self->next_scrape_ms = now + self->interval_ms;
+    }
+    /* wait for: stop fd, every worker's SUB, curl's sockets; until the next timer */
+    int64_t wait = (int64_t)(self->next_scrape_ms - now);
+    if (self->policy && (int64_t)(self->next_policy_ms - now) < wait)
+        wait = (int64_t)(self->next_policy_ms - now);
+    long curl_wait = collector_scrape_timeout(self->scrape);
+    if (curl_wait >= 0 && curl_wait < wait) wait = curl_wait;
+    if (timeout_ms >= 0 && timeout_ms < wait) wait = timeout_ms;
+    if (wait < 0) wait = 0;
+
+    size_t ncurl_max = 64;
+    if (s_items_reserve(self, 1 + self->nworkers + ncurl_max) != 0) return IPL_E_IO;
+    size_t n = 0;
+    if (stop_fd >= 0) self->items[n++] = (zmq_pollitem_t){NULL, stop_fd, ZMQ_POLLIN, 0};
+    size_t first_sub = n;
+    for (size_t i = 0; i < self->nworkers; i++) {
+        s_worker_t *w = self->workers[i];
+        /* a worker without a SUB keeps its slot with a NULL socket and no events */
+        self->items[n++] = (zmq_pollitem_t){w->sub ? zsock_resolve(w->sub) : NULL, -1,
+                                            (short)(w->sub ? ZMQ_POLLIN : 0), 0};
+    }
+    size_t first_curl = n;
+    n += collector_scrape_pollitems(self->scrape, self->items + n, ncurl_max);
+    /* zmq_poll rejects items with neither socket nor fd: give those a harmless stand-in */
+    for (size_t i = first_sub; i < first_curl; i++)
+        if (!self->items[i].socket)
+            self->items[i] = (zmq_pollitem_t){NULL, stop_fd >= 0 ? stop_fd : 0, 0, 0};
+    int rc = zmq_poll(self->items, (int)n, (long)wait);
+    if (rc < 0 && zmq_errno() != EINTR) {
+        IPL_ERROR("poll_failed", "error=\"%s\"", zmq_strerror(zmq_errno()));
+        return IPL_E_IO;
+    }
+    if (rc > 0) {
+        for (size_t i = first_sub; i < first_curl; i++) {
+            if (!(self->items[i].revents & ZMQ_POLLIN)) continue;
+            s_worker_t *w = self->workers[i - first_sub];
+            pthread_mutex_lock(&self->lock);
+            s_drain_sub(self, w);
+            pthread_mutex_unlock(&self->lock);
+        }
+    }
+    /* curl: its sockets' readiness and its timer (even when nothing was ready) */
+    collector_scrape_dispatch(self->scrape, self->items + first_curl, n - first_curl);
+    return 0;
+}
+
+int collector_node_run(collector_node_t *self)
+{
+    assert(self);
+    while (!ipl_signal_stopping()) {
+        int rc = collector_node_poll(self, 1000, ipl_signal_fd());
+        if (rc != 0) return rc;
+    }
+    return 0;
+}
