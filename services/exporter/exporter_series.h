@@ -1,0 +1,59 @@
+/*
+ * exporter_series — maps request RECORDs to Prometheus series.
+ *
+ * Every record lands in the series labelled by its (model, tenant, pool, endpoint):
+ *
+ *   inferplane_requests_total{...,status_code}          every record
+ *   inferplane_request_ttft_seconds                      2xx with ttft_s > 0
+ *   inferplane_request_e2e_seconds                       2xx with e2e_s > 0
+ *   inferplane_request_itl_seconds                       2xx with itl_s > 0 (mean ITL of it)
+ *   inferplane_prompt_tokens_cached_total                2xx: usage cached tokens
+ *   inferplane_prompt_tokens_uncached_total              2xx: prompt − cached
+ *   inferplane_completion_tokens_total                   2xx: completion tokens
+ *   inferplane_ttft_prediction_error_seconds             2xx with both TTFTs > 0:
+ *                                                        |predicted_ttft_s − ttft_s|
+ *
+ * Histogram buckets follow vLLM's (VLLM-INTEROP §3) so dashboards compare like with like.
+ * Label values come from remote input: they are escaped, and the number of distinct label
+ * sets is capped; records beyond the cap are counted under the label set whose every value
+ * is "__overflow__" (and in inferplane_exporter_label_overflow_total).
+ *
+ * Frames that do not decode, or decode to anything but a RECORD, are counted in
+ * inferplane_frames_dropped_total{reason} and logged (rate-limited).
+ *
+ * Threading: one thread applies records (the exporter's receive loop); the metric series it
+ * updates may be rendered concurrently by the admin server.
+ */
+#ifndef EXPORTER_SERIES_H
+#define EXPORTER_SERIES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ipl_metrics.h"
+#include "ipl_proto.h"
+
+#define EXPORTER_SERIES_DEFAULT_MAX_LABEL_SETS 10000
+
+typedef struct exporter_series exporter_series_t;
+
+/* `metrics` is borrowed and must outlive the object. `max_label_sets` 0 means the default. */
+exporter_series_t *exporter_series_new(ipl_metrics_t *metrics, size_t max_label_sets);
+void exporter_series_destroy(exporter_series_t **self_p);
+
+/* Applies one record (borrowed). */
+void exporter_series_apply(exporter_series_t *self, const ipl_record_t *rec);
+
+/* Decodes one ZeroMQ frame and applies it when it is a RECORD. Returns 0, or the IPL_E_*
+ * code of a frame that was dropped (IPL_E_UNKNOWN for a well-formed message of another type).
+ * Either way the frame is fully handled: the caller only reads the return value for tests. */
+int exporter_series_frame(exporter_series_t *self, const void *buf, size_t len);
+
+/* Counts a frame dropped for `reason` (a stable snake_case word, e.g. "multipart"). */
+void exporter_series_drop(exporter_series_t *self, const char *reason);
+
+uint64_t exporter_series_records(const exporter_series_t *self); /* records applied */
+uint64_t exporter_series_dropped(const exporter_series_t *self); /* frames dropped */
+size_t exporter_series_label_sets(const exporter_series_t *self);
+
+#endif

@@ -1,0 +1,262 @@
+/* Unit tests of exporter_series: record → series mapping, drops, label escaping, the cap. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../exporter_series.h"
+#include "ipl_error.h"
+#include "ipl_log.h"
+
+static const double s_ttft_b[] = {0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08, 0.1,
+                                  0.25,  0.5,   0.75, 1.0,   2.5,   5.0,   7.5,  10.0,
+                                  20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
+static const double s_itl_b[] = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
+                                 0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
+static const double s_e2e_b[] = {0.3,  0.5,   0.8,   1.0,   1.5,   2.0,    2.5,
+                                 5.0,  10.0,  15.0,  20.0,  30.0,  40.0,   50.0,
+                                 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+#define LABELS "model=\"m\",tenant=\"t\",pool=\"p\",endpoint=\"http://w0\""
+
+typedef struct {
+    ipl_metrics_t *metrics;
+    exporter_series_t *series;
+} fixture_t;
+
+static int s_setup(void **state)
+{
+    fixture_t *f = calloc(1, sizeof(*f));
+    f->metrics = ipl_metrics_new();
+    f->series = exporter_series_new(f->metrics, 3);
+    assert_non_null(f->series);
+    *state = f;
+    return 0;
+}
+
+static int s_teardown(void **state)
+{
+    fixture_t *f = *state;
+    exporter_series_destroy(&f->series);
+    assert_null(f->series);
+    ipl_metrics_destroy(&f->metrics);
+    free(f);
+    return 0;
+}
+
+static ipl_record_t s_record(void)
+{
+    ipl_record_t r = {0};
+    r.request_id = "req-1";
+    r.model = "m";
+    r.tenant = "t";
+    r.pool = "p";
+    r.worker = "w0";
+    r.endpoint = "http://w0";
+    r.api = "chat";
+    r.status_code = 200;
+    r.reason = "cache_hit";
+    r.stream = true;
+    r.ttft_s = 0.3;
+    r.e2e_s = 2.0;
+    r.itl_s = 0.02;
+    r.prompt_tokens = 100;
+    r.cached_tokens = 64;
+    r.completion_tokens = 10;
+    r.predicted_ttft_s = 0.25;
+    return r;
+}
+
+static double s_counter(fixture_t *f, const char *name, const char *labels)
+{
+    return ipl_metric_value(ipl_metrics_counter(f->metrics, name, "", labels));
+}
+
+static ipl_metric_t *s_hist(fixture_t *f, const char *name, const char *labels, const double *b,
+                            size_t nb)
+{
+    return ipl_metrics_histogram(f->metrics, name, "", labels, b, nb);
+}
+
+static void test_success_record(void **state)
+{
+    fixture_t *f = *state;
+    ipl_record_t r = s_record();
+    exporter_series_apply(f->series, &r);
+    exporter_series_apply(f->series, &r);
+
+    assert_int_equal(exporter_series_records(f->series), 2);
+    assert_int_equal(exporter_series_label_sets(f->series), 1);
+    assert_true(s_counter(f, "inferplane_requests_total", LABELS ",status_code=\"200\"") == 2);
+    assert_true(s_counter(f, "inferplane_prompt_tokens_cached_total", LABELS) == 128);
+    assert_true(s_counter(f, "inferplane_prompt_tokens_uncached_total", LABELS) == 72);
+    assert_true(s_counter(f, "inferplane_completion_tokens_total", LABELS) == 20);
+
+    ipl_metric_t *ttft =
+        s_hist(f, "inferplane_request_ttft_seconds", LABELS, s_ttft_b, N(s_ttft_b));
+    assert_true(ipl_metric_value(ttft) == 2);
+    assert_true(fabs(ipl_metric_sum(ttft) - 0.6) < 1e-9);
+    ipl_metric_t *e2e = s_hist(f, "inferplane_request_e2e_seconds", LABELS, s_e2e_b, N(s_e2e_b));
+    assert_true(fabs(ipl_metric_sum(e2e) - 4.0) < 1e-9);
+    ipl_metric_t *itl = s_hist(f, "inferplane_request_itl_seconds", LABELS, s_itl_b, N(s_itl_b));
+    assert_true(ipl_metric_value(itl) == 2);
+    ipl_metric_t *err =
+        s_hist(f, "inferplane_ttft_prediction_error_seconds", LABELS, s_ttft_b, N(s_ttft_b));
+    assert_true(ipl_metric_value(err) == 2);
+    assert_true(fabs(ipl_metric_sum(err) - 0.1) < 1e-9); /* 2 × |0.25 − 0.3| */
+
+    size_t len = 0;
+    char *text = ipl_metrics_render(f->metrics, &len);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "inferplane_request_ttft_seconds_bucket"));
+    assert_non_null(strstr(text, "status_code=\"200\""));
+    assert_non_null(strstr(text, "endpoint=\"http://w0\""));
+    free(text);
+}
+
+static void test_failed_record_counts_only_status(void **state)
+{
+    fixture_t *f = *state;
+    ipl_record_t r = s_record();
+    r.status_code = 503;
+    exporter_series_apply(f->series, &r);
+    r.status_code = 7; /* nonsense from the wire */
+    exporter_series_apply(f->series, &r);
+
+    assert_true(s_counter(f, "inferplane_requests_total", LABELS ",status_code=\"503\"") == 1);
+    assert_true(s_counter(f, "inferplane_requests_total", LABELS ",status_code=\"other\"") == 1);
+    assert_true(s_counter(f, "inferplane_requests_total", LABELS ",status_code=\"200\"") == 0);
+    ipl_metric_t *ttft =
+        s_hist(f, "inferplane_request_ttft_seconds", LABELS, s_ttft_b, N(s_ttft_b));
+    assert_true(ipl_metric_value(ttft) == 0);
+    assert_true(s_counter(f, "inferplane_prompt_tokens_uncached_total", LABELS) == 0);
+}
+
+static void test_odd_values_are_clamped_or_skipped(void **state)
+{
+    fixture_t *f = *state;
+    ipl_record_t r = s_record();
+    r.cached_tokens = 500; /* more than the prompt: clipped to it */
+    r.ttft_s = NAN;
+    r.itl_s = -1;
+    r.e2e_s = INFINITY;
+    exporter_series_apply(f->series, &r);
+
+    assert_true(s_counter(f, "inferplane_prompt_tokens_cached_total", LABELS) == 100);
+    assert_true(s_counter(f, "inferplane_prompt_tokens_uncached_total", LABELS) == 0);
+    assert_true(ipl_metric_value(s_hist(f, "inferplane_request_ttft_seconds", LABELS, s_ttft_b,
+                                        N(s_ttft_b))) == 0);
+    assert_true(ipl_metric_value(
+                    s_hist(f, "inferplane_request_itl_seconds", LABELS, s_itl_b, N(s_itl_b))) == 0);
+    assert_true(ipl_metric_value(
+                    s_hist(f, "inferplane_request_e2e_seconds", LABELS, s_e2e_b, N(s_e2e_b))) == 0);
+    assert_true(ipl_metric_value(s_hist(f, "inferplane_ttft_prediction_error_seconds", LABELS,
+                                        s_ttft_b, N(s_ttft_b))) == 0);
+}
+
+static void test_labels_are_escaped(void **state)
+{
+    fixture_t *f = *state;
+    ipl_record_t r = s_record();
+    r.model = "a\"b\\c\nd";
+    r.tenant = NULL; /* nil on the wire */
+    exporter_series_apply(f->series, &r);
+    assert_true(s_counter(f, "inferplane_requests_total",
+                          "model=\"a\\\"b\\\\c\\nd\",tenant=\"\",pool=\"p\",endpoint=\"http://w0\","
+                          "status_code=\"200\"") == 1);
+}
+
+static void test_label_sets_are_capped(void **state)
+{
+    fixture_t *f = *state; /* cap 3 */
+    char name[32];
+    for (int i = 0; i < 6; i++) {
+        ipl_record_t r = s_record();
+        snprintf(name, sizeof(name), "tenant-%d", i);
+        r.tenant = name;
+        exporter_series_apply(f->series, &r);
+    }
+    /* three real sets, then one overflow set shared by the other three records */
+    assert_int_equal(exporter_series_label_sets(f->series), 4);
+    assert_true(s_counter(f, "inferplane_exporter_label_overflow_total", NULL) == 3);
+    assert_true(s_counter(f, "inferplane_requests_total",
+                          "model=\"__overflow__\",tenant=\"__overflow__\",pool=\"__overflow__\","
+                          "endpoint=\"__overflow__\",status_code=\"200\"") == 3);
+    /* a known set still lands in its own series */
+    ipl_record_t r = s_record();
+    r.tenant = "tenant-0";
+    exporter_series_apply(f->series, &r);
+    assert_true(s_counter(f, "inferplane_requests_total",
+                          "model=\"m\",tenant=\"tenant-0\",pool=\"p\",endpoint=\"http://w0\","
+                          "status_code=\"200\"") == 2);
+}
+
+static void test_frames(void **state)
+{
+    fixture_t *f = *state;
+    ipl_record_t r = s_record();
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    assert_int_equal(ipl_msg_encode(IPL_MSG_RECORD, &r, &buf), 0);
+
+    assert_int_equal(exporter_series_frame(f->series, buf.data, buf.size), 0);
+    assert_int_equal(exporter_series_records(f->series), 1);
+    assert_true(s_counter(f, "inferplane_requests_total", LABELS ",status_code=\"200\"") == 1);
+
+    /* every truncation is dropped and counted, never applied */
+    for (size_t cut = 0; cut < buf.size; cut++)
+        assert_int_not_equal(exporter_series_frame(f->series, buf.data, cut), 0);
+    assert_int_equal(exporter_series_records(f->series), 1);
+    assert_int_equal(exporter_series_dropped(f->series), buf.size);
+    assert_true(s_counter(f, "inferplane_frames_dropped_total", "reason=\"truncated\"") > 0);
+
+    /* another message type is dropped as unexpected */
+    msgpack_sbuffer_clear(&buf);
+    ipl_policy_req_t pr = {.have_version = 3};
+    assert_int_equal(ipl_msg_encode(IPL_MSG_POLICY_REQ, &pr, &buf), 0);
+    assert_int_equal(exporter_series_frame(f->series, buf.data, buf.size), IPL_E_UNKNOWN);
+    assert_true(s_counter(f, "inferplane_frames_dropped_total", "reason=\"unexpected_type\"") == 1);
+
+    /* random bytes */
+    unsigned char junk[64];
+    srand(7);
+    for (int i = 0; i < 200; i++) {
+        for (size_t k = 0; k < sizeof(junk); k++)
+            junk[k] = (unsigned char)rand();
+        exporter_series_frame(f->series, junk, (size_t)(rand() % (int)sizeof(junk)));
+    }
+    assert_int_equal(exporter_series_records(f->series), 1);
+    msgpack_sbuffer_destroy(&buf);
+}
+
+static void test_drop_reason(void **state)
+{
+    fixture_t *f = *state;
+    /* pre-registered at 0 so that dashboards see them */
+    assert_true(s_counter(f, "inferplane_frames_dropped_total", "reason=\"multipart\"") == 0);
+    exporter_series_drop(f->series, "multipart");
+    assert_true(s_counter(f, "inferplane_frames_dropped_total", "reason=\"multipart\"") == 1);
+    assert_int_equal(exporter_series_dropped(f->series), 1);
+}
+
+int main(void)
+{
+    ipl_log_init("test", IPL_LOG_OFF);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_success_record, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_failed_record_counts_only_status, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_odd_values_are_clamped_or_skipped, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_labels_are_escaped, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_label_sets_are_capped, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_frames, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_drop_reason, s_setup, s_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

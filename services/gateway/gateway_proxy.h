@@ -1,0 +1,99 @@
+/*
+ * gateway_proxy — streams a request to a worker and its answer back to the client, with
+ * libcurl, chunk by chunk, never holding the whole response.
+ *
+ * Each transfer runs on its own producer thread. The HTTP handler starts it, waits (bounded)
+ * for the upstream status line and headers, opens the client's streamed response with the
+ * same status and Content-Type, and hands the pipe fd over; from then on the producer writes
+ * every chunk it receives to the fd and closes it at the end:
+ *
+ *   handler thread                         producer thread (one per transfer)
+ *   ──────────────                         ─────────────────────────────────
+ *   gateway_proxy_start ─────────────────► curl: connect, send body
+ *   gateway_xfer_wait_headers ◄─ status ── header callback (final response's headers)
+ *   ipl_http_resp_stream → fd
+ *   gateway_xfer_attach(fd) ─────────────► write callback: write(fd, chunk), on_chunk()
+ *   (handler returns; MHD reads the pipe)    … until the upstream ends, then on_done(), close(fd)
+ *
+ * A client that goes away makes write() fail with EPIPE, which aborts the upstream transfer.
+ * gateway_proxy_stop() aborts every transfer within ~100 ms (shutdown).
+ *
+ * Connections are kept alive and reused: producers take a curl handle pair (multi + easy)
+ * from a pool and give it back afterwards, and each pair keeps its connection cache, so
+ * the next transfer to the same worker reuses an idle connection. (A share handle with
+ * CURL_LOCK_DATA_CONNECT would do the same, but libcurl does not support sharing a
+ * connection cache between concurrent threads.)
+ *
+ * Metrics: inferplane_gateway_upstream_errors_total{kind} (connect | timeout | transfer |
+ * client_gone), inferplane_gateway_inflight (transfers running).
+ */
+#ifndef GATEWAY_PROXY_H
+#define GATEWAY_PROXY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ipl_metrics.h"
+
+typedef struct gateway_proxy gateway_proxy_t;
+typedef struct gateway_xfer gateway_xfer_t;
+
+typedef struct {
+    int connect_timeout_ms; /* TCP connect to a worker (0: 2000) */
+} gateway_proxy_config_t;
+
+/* How a streamed transfer ended (for on_done). */
+typedef struct {
+    int status;       /* upstream HTTP status */
+    bool ok;          /* upstream body received completely */
+    bool client_gone; /* the client disconnected (EPIPE) */
+    bool aborted;     /* stopped by gateway_proxy_stop */
+    uint64_t bytes;   /* body bytes forwarded */
+    uint64_t end_ns;  /* monotonic time it ended */
+    char error[256];  /* curl's explanation when !ok, else "" */
+} gateway_xfer_result_t;
+
+typedef struct {
+    /* Each chunk forwarded to the client, after it was written (producer thread). */
+    void (*on_chunk)(void *arg, const char *data, size_t len, uint64_t now_ns);
+    /* Exactly once after gateway_xfer_attach, when the transfer has ended; the fd is still
+     * open (a trailer may be written to it) and is closed right after. Producer thread. */
+    void (*on_done)(void *arg, const gateway_xfer_result_t *result, int fd);
+    void *arg;
+} gateway_xfer_cb_t;
+
+/* curl_global_init happens here: create it from main before other threads. `metrics` is
+ * borrowed and must outlive the proxy. */
+gateway_proxy_t *gateway_proxy_new(const gateway_proxy_config_t *config, ipl_metrics_t *metrics);
+/* Call after gateway_proxy_stop and gateway_proxy_wait_idle. */
+void gateway_proxy_destroy(gateway_proxy_t **self_p);
+/* Aborts every transfer (and refuses new ones) promptly. */
+void gateway_proxy_stop(gateway_proxy_t *self);
+/* Waits until no producer thread runs, at most timeout_ms. true when idle. */
+bool gateway_proxy_wait_idle(gateway_proxy_t *self, int timeout_ms);
+
+/* Starts POSTing `body` (ownership moves in; *body_p is NULLed) to `url` on a new producer
+ * thread. `headers` is a NULL-terminated list of "Name: value" lines to send (copied; may
+ * be NULL). `cb` is copied; its callbacks run only after gateway_xfer_attach.
+ * Returns 0 and the transfer in *xfer_p, or IPL_E_NOMEM / IPL_E_IO / IPL_E_AGAIN (stopping).
+ * The caller then must end its part with exactly one of gateway_xfer_attach or
+ * gateway_xfer_abandon. */
+int gateway_proxy_start(gateway_proxy_t *self, const char *url, char **body_p, size_t len,
+                        const char *const *headers, const gateway_xfer_cb_t *cb,
+                        gateway_xfer_t **xfer_p);
+
+/* Waits until the upstream's final status and headers arrived, at most timeout_ms.
+ * Returns 0 with *status and content_type (NUL-terminated, "" when none); IPL_E_IO when the
+ * transfer failed before any response (connection refused, reset...; `error` explains);
+ * IPL_E_TIMEOUT; IPL_E_AGAIN when the proxy is stopping. `error` may be NULL. */
+int gateway_xfer_wait_headers(gateway_xfer_t *xfer, int timeout_ms, int *status, char *content_type,
+                              size_t ct_size, char *error, size_t err_size);
+
+/* Hands the client's response fd (ownership moves) to the producer, which streams the body
+ * into it. The caller must not use *xfer_p afterwards (NULLed). */
+void gateway_xfer_attach(gateway_xfer_t **xfer_p, int fd);
+/* Gives up on the transfer (it is aborted; no callback runs). *xfer_p is NULLed. */
+void gateway_xfer_abandon(gateway_xfer_t **xfer_p);
+
+#endif

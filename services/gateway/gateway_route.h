@@ -1,0 +1,51 @@
+/*
+ * gateway_route — the gateway's client of the decider: ROUTE_REQ out, ROUTE_REP back.
+ *
+ * A pool of DEALER sockets connected to the decider's ROUTER. An HTTP handler thread takes a
+ * socket for the duration of one question, so each socket is used by one thread at a time:
+ *
+ *   handler ─take─► [dealer dealer dealer …] ─► ROUTE_REQ{req_id} ─► decider
+ *   handler ◄─────────────── ROUTE_REP{req_id} ◄──────────────────────┘ ─give back─►
+ *
+ * At most 256 sockets exist (each is a TCP connection to the decider); when all are busy a
+ * question waits for one, within its timeout.
+ *
+ * Every question gets a fresh req_id; a reply whose req_id is not the one awaited (the late
+ * answer to a question that timed out on this socket earlier) is dropped and counted, as is
+ * a frame that does not decode to a ROUTE_REP.
+ *
+ * Metrics (in the registry passed at creation):
+ *   inferplane_gateway_route_seconds                  histogram of answered questions
+ *   inferplane_gateway_route_timeouts_total           questions not answered in time
+ *   inferplane_gateway_route_replies_dropped_total{reason}   stale | malformed | unexpected_type
+ */
+#ifndef GATEWAY_ROUTE_H
+#define GATEWAY_ROUTE_H
+
+#include <stdint.h>
+
+#include "ipl_metrics.h"
+#include "ipl_proto.h"
+
+typedef struct gateway_route gateway_route_t;
+
+/* `endpoint` is the decider's ROUTER ("tcp://127.0.0.1:7021"), copied; sockets connect
+ * lazily. `metrics` is borrowed and must outlive the object. NULL on failure. */
+gateway_route_t *gateway_route_new(const char *endpoint, int timeout_ms, ipl_metrics_t *metrics);
+/* Closes every socket. No question may be in flight (call gateway_route_stop and let the
+ * handlers return first). */
+void gateway_route_destroy(gateway_route_t **self_p);
+
+/* Asks the decider. `req` is borrowed; its req_id is overwritten with a fresh one. On success
+ * returns 0 and *rep holds the decoded ROUTE_REP (the caller must ipl_msg_clear it); else
+ * IPL_E_TIMEOUT (no answer within the timeout), IPL_E_IO (socket trouble) or IPL_E_AGAIN
+ * (stopping). Thread-safe; blocks at most timeout_ms (+ one poll slice when stopping). */
+int gateway_route_ask(gateway_route_t *self, ipl_route_req_t *req, ipl_msg_t *rep);
+
+/* Makes questions in flight and later ones return IPL_E_AGAIN within 50 ms. */
+void gateway_route_stop(gateway_route_t *self);
+
+const char *gateway_route_endpoint(const gateway_route_t *self);
+int gateway_route_timeout_ms(const gateway_route_t *self);
+
+#endif

@@ -1,0 +1,710 @@
+/*
+ * gateway_server — per-request orchestration. See gateway_server.h.
+ *
+ * A request's state lives in an s_call_t. The handler owns it until it hands the client's
+ * stream fd to the producer (gateway_xfer_attach); from then on the producer's callbacks
+ * own it, and s_on_done sends the record and frees it. On every path that ends in the
+ * handler (validation error, no route, unreachable worker) the handler records and frees.
+ */
+#include "gateway_server.h"
+
+#include <assert.h>
+#include <cjson/cJSON.h>
+#include <czmq.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gateway_api.h"
+#include "gateway_proxy.h"
+#include "gateway_route.h"
+#include "gateway_sse.h"
+#include "ipl_clock.h"
+#include "ipl_error.h"
+#include "ipl_hash.h"
+#include "ipl_httpd.h"
+#include "ipl_log.h"
+#include "ipl_policy_view.h"
+#include "ipl_proto.h"
+#include "ipl_tokenizer.h"
+
+#define S_ID_MAX           64         /* request ids and tenants accepted from clients */
+#define S_HEADER_VALUE_MAX 256        /* decider strings echoed in response headers */
+#define S_SSE_BUFFER       (4u << 20) /* longest SSE line / non-streamed body parsed for usage */
+#define S_ATTEMPTS         2          /* a decision, and one more when the worker is unreachable */
+
+struct gateway_server {
+    gateway_server_config_t cfg; /* strings below are owned copies */
+    char *listen, *decider, *exporter, *policy_sub, *policy_req;
+    ipl_metrics_t *metrics;
+    ipl_httpd_t *httpd;
+    ipl_tokenizer_t *tokenizer;
+    ipl_policy_view_t *policy;
+    gateway_route_t *route;
+    gateway_proxy_t *proxy;
+    zsock_t *push; /* to the exporter, guarded by push_lock */
+    pthread_mutex_t push_lock;
+    atomic_uint_fast64_t next_id;
+    uint64_t created_s;
+    ipl_metric_t *retries, *records_dropped;
+};
+
+/* One client request. */
+typedef struct {
+    gateway_server_t *srv;
+    gateway_api_kind_t kind;
+    uint64_t start_ns;
+    char request_id[S_ID_MAX + 1];
+    char tenant[S_ID_MAX + 1];
+    char *model; /* as asked */
+    bool stream;
+    uint64_t prompt_tokens; /* our tokenizer's count, when usage does not say */
+    /* the decision (owned copies; "" before routing) */
+    char *worker, *url, *pool, *reason;
+    double predicted_ttft_s;
+    uint64_t predicted_cached;
+    gateway_sse_t *sse;
+} s_call_t;
+
+/* ---- small helpers ------------------------------------------------------------------------- */
+
+static char *s_strdup0(const char *s)
+{
+    return strdup(s ? s : "");
+}
+
+/* Copies `in` into out keeping only [A-Za-z0-9._:-]; false when empty or too long. */
+static bool s_token(char *out, size_t size, const char *in)
+{
+    if (!in) return false;
+    size_t n = strlen(in);
+    if (n == 0 || n >= size) return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = in[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == ':' || c == '-';
+        if (!ok) return false;
+    }
+    memcpy(out, in, n + 1);
+    return true;
+}
+
+/* A header-safe copy of a remote string: control characters become spaces, bounded. */
+static void s_header_value(char *out, size_t size, const char *in)
+{
+    size_t i = 0;
+    for (; in && in[i] && i + 1 < size; i++)
+        out[i] = (unsigned char)in[i] < 0x20 || in[i] == 0x7f ? ' ' : in[i];
+    out[i] = '\0';
+}
+
+static s_call_t *s_call_new(gateway_server_t *srv, gateway_api_kind_t kind,
+                            const ipl_http_req_t *req)
+{
+    s_call_t *call = calloc(1, sizeof(*call));
+    if (!call) return NULL;
+    call->srv = srv;
+    call->kind = kind;
+    call->start_ns = ipl_mono_ns();
+    if (!s_token(call->request_id, sizeof(call->request_id),
+                 ipl_http_req_header(req, "x-request-id")))
+        snprintf(call->request_id, sizeof(call->request_id), "ipl-%016" PRIx64,
+                 (uint64_t)atomic_fetch_add(&srv->next_id, 1));
+    if (!s_token(call->tenant, sizeof(call->tenant),
+                 ipl_http_req_header(req, "x-inferplane-tenant")))
+        call->tenant[0] = '\0';
+    call->model = s_strdup0(NULL);
+    call->worker = s_strdup0(NULL);
+    call->url = s_strdup0(NULL);
+    call->pool = s_strdup0(NULL);
+    call->reason = s_strdup0(NULL);
+    return call;
+}
+
+static void s_call_free(s_call_t **call_p)
+{
+    s_call_t *call = *call_p;
+    if (!call) return;
+    free(call->model);
+    free(call->worker);
+    free(call->url);
+    free(call->pool);
+    free(call->reason);
+    gateway_sse_destroy(&call->sse);
+    free(call);
+    *call_p = NULL;
+}
+
+static void s_replace(char **field, const char *value)
+{
+    char *copy = s_strdup0(value);
+    if (copy) {
+        free(*field);
+        *field = copy;
+    }
+}
+
+/* ---- records and request metrics ----------------------------------------------------------- */
+
+static void s_count_request(gateway_server_t *srv, gateway_api_kind_t kind, int status)
+{
+    char labels[64];
+    snprintf(labels, sizeof(labels), "api=\"%s\",status_code=\"%d\"", gateway_api_kind_name(kind),
+             status);
+    ipl_metric_inc(ipl_metrics_counter(srv->metrics, "inferplane_gateway_requests_total",
+                                       "Client API requests answered, by status code.", labels));
+}
+
+/* Counts the request, logs it and sends its RECORD (never blocks: a full queue drops it). */
+static void s_finish(s_call_t *call, int status, const char *reason, uint64_t end_ns)
+{
+    gateway_server_t *srv = call->srv;
+    s_count_request(srv, call->kind, status);
+    const gateway_sse_stats_t *st = call->sse ? gateway_sse_stats(call->sse) : NULL;
+    ipl_record_t rec = {0};
+    rec.request_id = call->request_id;
+    rec.model = call->model;
+    rec.tenant = call->tenant;
+    rec.pool = call->pool;
+    rec.worker = call->worker;
+    rec.endpoint = call->url;
+    rec.api = (char *)gateway_api_kind_name(call->kind);
+    rec.status_code = (uint64_t)status;
+    rec.reason = (char *)(reason ? reason : call->reason);
+    rec.stream = call->stream;
+    rec.e2e_s = (double)(end_ns - call->start_ns) / 1e9;
+    rec.predicted_ttft_s = call->predicted_ttft_s;
+    rec.prompt_tokens = call->prompt_tokens;
+    if (st) {
+        /* TTFT: the first generated text (streams) or the first byte (a JSON body). */
+        uint64_t first = gateway_sse_mode(call->sse) == GATEWAY_SSE_STREAM ? st->first_content_ns
+                                                                           : st->first_byte_ns;
+        if (first > call->start_ns) rec.ttft_s = (double)(first - call->start_ns) / 1e9;
+        rec.itl_s = gateway_sse_itl_s(call->sse);
+        if (st->usage) {
+            rec.prompt_tokens = st->prompt_tokens;
+            rec.cached_tokens = st->cached_tokens;
+            rec.completion_tokens = st->completion_tokens;
+        } else {
+            rec.completion_tokens = st->content_events; /* about one token per chunk */
+        }
+    }
+    /* An access log line: debug for successes (they are in the metrics), info otherwise. */
+    ipl_log(status >= 200 && status < 300 ? IPL_LOG_DEBUG : IPL_LOG_INFO, "request",
+            "id=%s api=%s model=%s status=%d worker=%s reason=%s ttft_ms=%.1f "
+            "e2e_ms=%.1f prompt=%" PRIu64 " cached=%" PRIu64 " completion=%" PRIu64,
+            call->request_id, rec.api, call->model[0] ? call->model : "-", status,
+            call->worker[0] ? call->worker : "-", rec.reason[0] ? rec.reason : "-",
+            rec.ttft_s * 1e3, rec.e2e_s * 1e3, rec.prompt_tokens, rec.cached_tokens,
+            rec.completion_tokens);
+    if (!srv->push) return;
+    pthread_mutex_lock(&srv->push_lock);
+    int rc = ipl_msg_send(zsock_resolve(srv->push), IPL_MSG_RECORD, &rec, ZMQ_DONTWAIT);
+    pthread_mutex_unlock(&srv->push_lock);
+    if (rc != 0) {
+        ipl_metric_inc(srv->records_dropped);
+        IPL_LOG_EVERY(10, IPL_LOG_WARN, "record_dropped", "exporter=%s error=%s", srv->exporter,
+                      ipl_strerror(rc));
+    }
+}
+
+/* ---- error responses ----------------------------------------------------------------------- */
+
+static void s_reply_error(ipl_http_resp_t *resp, int status, const char *type, const char *param,
+                          const char *code, const char *message)
+{
+    size_t len = 0;
+    char *body = gateway_api_error_body(type, message, param, code, &len);
+    if (!body) {
+        ipl_http_resp_error(resp, 500, "server_error", "out of memory");
+        return;
+    }
+    ipl_http_resp_take(resp, status, "application/json", &body, len);
+}
+
+/* Answers with an error, records the request and frees the call. */
+static void s_fail(s_call_t **call_p, ipl_http_resp_t *resp, const gateway_api_error_t *err)
+{
+    s_call_t *call = *call_p;
+    s_reply_error(resp, err->status, err->type, err->param, err->code, err->message);
+    s_finish(call, err->status, err->code ? err->code : err->type, ipl_mono_ns());
+    s_call_free(call_p);
+}
+
+static void s_decision_headers(const s_call_t *call, ipl_http_resp_t *resp)
+{
+    char value[S_HEADER_VALUE_MAX];
+    s_header_value(value, sizeof(value), call->worker);
+    ipl_http_resp_header(resp, "x-inferplane-worker", value);
+    s_header_value(value, sizeof(value), call->url);
+    ipl_http_resp_header(resp, "x-inferplane-endpoint", value);
+    s_header_value(value, sizeof(value), call->pool);
+    ipl_http_resp_header(resp, "x-inferplane-pool", value);
+    s_header_value(value, sizeof(value), call->reason);
+    ipl_http_resp_header(resp, "x-inferplane-reason", value);
+    snprintf(value, sizeof(value), "%.1f", call->predicted_ttft_s * 1e3);
+    ipl_http_resp_header(resp, "x-inferplane-predicted-ttft-ms", value);
+    snprintf(value, sizeof(value), "%" PRIu64, call->predicted_cached);
+    ipl_http_resp_header(resp, "x-inferplane-cached-tokens", value);
+}
+
+/* Maps a non-OK ROUTE_REP status to an error. */
+static void s_route_error(const ipl_route_rep_t *rep, const char *model, gateway_api_error_t *err)
+{
+    const char *detail = rep->detail && rep->detail[0] ? rep->detail : "";
+    const char *reason = rep->reason && rep->reason[0] ? rep->reason : "unknown";
+    switch (rep->status) {
+    case IPL_ROUTE_NO_POOL:
+        gateway_api_error_set(err, 404, "invalid_request_error", "model", "model_not_found",
+                              "The model `%s` does not exist: no pool serves it%s%s", model,
+                              detail[0] ? " — " : "", detail);
+        break;
+    case IPL_ROUTE_NO_WORKER:
+        gateway_api_error_set(err, 503, "server_error", NULL, "no_worker_available",
+                              "no worker of model `%s` is available (%s)%s%s", model, reason,
+                              detail[0] ? ": " : "", detail);
+        break;
+    case IPL_ROUTE_NOT_READY:
+        gateway_api_error_set(err, 503, "server_error", NULL, "router_not_ready",
+                              "the router is not ready yet (%s)%s%s; retry shortly", reason,
+                              detail[0] ? ": " : "", detail);
+        break;
+    case IPL_ROUTE_OVERLOADED:
+        gateway_api_error_set(err, 429, "rate_limit_error", NULL, "overloaded",
+                              "every worker of model `%s` is above its load limit (%s)%s%s; "
+                              "retry later",
+                              model, reason, detail[0] ? ": " : "", detail);
+        break;
+    case IPL_ROUTE_BAD_REQUEST:
+        gateway_api_error_set(err, 400, "invalid_request_error", NULL, "bad_request",
+                              "the router rejected the request (%s)%s%s", reason,
+                              detail[0] ? ": " : "", detail);
+        break;
+    default:
+        gateway_api_error_set(err, 502, "server_error", NULL, "bad_decision",
+                              "the router answered with unknown status %" PRIu64 " (%s)",
+                              rep->status, reason);
+        break;
+    }
+}
+
+/* ---- streaming callbacks (producer thread) ------------------------------------------------- */
+
+static void s_on_chunk(void *arg, const char *data, size_t len, uint64_t now_ns)
+{
+    s_call_t *call = arg;
+    if (call->sse) gateway_sse_feed(call->sse, data, len, now_ns);
+}
+
+static void s_on_done(void *arg, const gateway_xfer_result_t *res, int fd)
+{
+    s_call_t *call = arg;
+    gateway_sse_finish(call->sse, res->end_ns);
+    const gateway_sse_stats_t *st = gateway_sse_stats(call->sse);
+    int status = res->status;
+    const char *reason = NULL;
+    if (res->client_gone) {
+        status = 499; /* nginx's "client closed request" */
+        reason = "client_gone";
+    } else if (!res->ok) {
+        reason = res->aborted ? "aborted" : "upstream_failed";
+        status = res->aborted ? 503 : 502;
+        /* The client already has its status line: end an event stream with an error event so
+         * that it does not mistake the cut for a normal end. */
+        if (gateway_sse_mode(call->sse) == GATEWAY_SSE_STREAM && !st->done) {
+            char msg[384];
+            snprintf(msg, sizeof(msg), "the worker's stream broke off: %s", res->error);
+            size_t len = 0;
+            char *body = gateway_api_error_body("server_error", msg, NULL, reason, &len);
+            if (body) {
+                char head[] = "data: ";
+                (void)(ipl_http_write_all(fd, head, sizeof(head) - 1) == 0 &&
+                       ipl_http_write_all(fd, body, len) == 0 &&
+                       ipl_http_write_all(fd, "\n\ndata: [DONE]\n\n", 16) == 0);
+                free(body);
+            }
+        }
+        IPL_WARN("upstream_broken", "id=%s worker=%s error=\"%s\"", call->request_id, call->worker,
+                 res->error);
+    }
+    s_finish(call, status, reason, res->end_ns);
+    s_call_free(&call);
+}
+
+/* ---- the completion endpoints -------------------------------------------------------------- */
+
+/* Tokenizes the prompt and hashes its full blocks into a ROUTE_REQ (hashes malloc'd). */
+static int s_route_req(gateway_server_t *srv, s_call_t *call, const gateway_api_req_t *api,
+                       ipl_route_req_t *rr)
+{
+    size_t ntok = 0;
+    uint32_t *tokens = ipl_tokenizer_encode(srv->tokenizer, api->prompt, api->prompt_len, &ntok);
+    if (!tokens) return IPL_E_NOMEM;
+    size_t bs = (size_t)srv->cfg.block_size;
+    size_t nblocks = ntok / bs;
+    if (nblocks > IPL_PROTO_MAX_ARRAY) nblocks = IPL_PROTO_MAX_ARRAY;
+    uint64_t *hashes = malloc((nblocks ? nblocks : 1) * sizeof(*hashes));
+    if (!hashes) {
+        free(tokens);
+        return IPL_E_NOMEM;
+    }
+    size_t n = ipl_block_hashes(ipl_hash_chain_start(0), tokens, ntok, bs, hashes, nblocks);
+    free(tokens);
+    call->prompt_tokens = ntok;
+    memset(rr, 0, sizeof(*rr));
+    rr->model = call->model;
+    rr->tenant = call->tenant;
+    rr->prompt_tokens = ntok;
+    rr->block_size = bs;
+    rr->hashes = hashes;
+    rr->hashes_len = (uint32_t)n;
+    rr->strategy = "";
+    return 0;
+}
+
+/* Asks the decider; on OK stores the decision in `call` and returns 0, else fills *err. */
+static int s_decide(gateway_server_t *srv, s_call_t *call, ipl_route_req_t *rr, char **model_out,
+                    gateway_api_error_t *err)
+{
+    ipl_msg_t msg = {0};
+    int rc = gateway_route_ask(srv->route, rr, &msg);
+    if (rc == IPL_E_TIMEOUT) {
+        gateway_api_error_set(err, 503, "server_error", NULL, "route_timeout",
+                              "the decider did not answer within %d ms (--decider %s); is "
+                              "inferplane-decider running?",
+                              gateway_route_timeout_ms(srv->route), srv->decider);
+        return rc;
+    }
+    if (rc != 0) {
+        gateway_api_error_set(
+            err, 503, "server_error", NULL, rc == IPL_E_AGAIN ? "shutting_down" : "route_failed",
+            rc == IPL_E_AGAIN ? "the gateway is shutting down" : "cannot reach the decider at %s",
+            srv->decider);
+        return rc;
+    }
+    const ipl_route_rep_t *rep = &msg.u.route_rep;
+    if (rep->status != IPL_ROUTE_OK) {
+        s_route_error(rep, call->model, err);
+        s_replace(&call->reason, rep->reason);
+        ipl_msg_clear(&msg);
+        return IPL_E_NOTFOUND;
+    }
+    if (!rep->url || !rep->url[0]) {
+        gateway_api_error_set(err, 502, "server_error", NULL, "bad_decision",
+                              "the decider chose worker `%s` without a URL",
+                              rep->worker ? rep->worker : "");
+        ipl_msg_clear(&msg);
+        return IPL_E_INVAL;
+    }
+    s_replace(&call->worker, rep->worker);
+    s_replace(&call->url, rep->url);
+    s_replace(&call->pool, rep->pool);
+    s_replace(&call->reason, rep->reason);
+    call->predicted_ttft_s = rep->predicted_ttft_s;
+    call->predicted_cached = rep->cached_tokens;
+    free(*model_out);
+    *model_out = rep->model && rep->model[0] ? strdup(rep->model) : NULL;
+    ipl_msg_clear(&msg);
+    return 0;
+}
+
+/* Starts the transfer to the decided worker and waits for its headers. */
+static int s_forward(gateway_server_t *srv, s_call_t *call, const gateway_api_req_t *api,
+                     const char *path, const char *upstream_model, gateway_xfer_t **xfer_p,
+                     int *status, char *ctype, size_t ctype_size, gateway_api_error_t *err)
+{
+    size_t blen = 0;
+    char *body = gateway_api_upstream_body(api, upstream_model, &blen);
+    char url[2048];
+    size_t ulen = strlen(call->url);
+    while (ulen && call->url[ulen - 1] == '/')
+        ulen--;
+    int n = snprintf(url, sizeof(url), "%.*s%s", (int)ulen, call->url, path);
+    if (!body || n < 0 || (size_t)n >= sizeof(url)) {
+        free(body);
+        gateway_api_error_set(err, 502, "server_error", NULL, "bad_decision",
+                              "cannot build the upstream request for worker `%s`", call->worker);
+        return IPL_E_INVAL;
+    }
+    char idh[S_ID_MAX + 32];
+    snprintf(idh, sizeof(idh), "X-Request-Id: %s", call->request_id);
+    const char *headers[] = {idh, "Accept: application/json, text/event-stream", NULL};
+    gateway_xfer_cb_t cb = {.on_chunk = s_on_chunk, .on_done = s_on_done, .arg = call};
+    int rc = gateway_proxy_start(srv->proxy, url, &body, blen, headers, &cb, xfer_p);
+    if (rc != 0) {
+        gateway_api_error_set(err, 503, "server_error", NULL, "proxy_failed",
+                              "cannot start the upstream request: %s", ipl_strerror(rc));
+        return rc;
+    }
+    char why[256] = "";
+    rc = gateway_xfer_wait_headers(*xfer_p, srv->cfg.upstream_timeout_ms, status, ctype, ctype_size,
+                                   why, sizeof(why));
+    if (rc == 0) return 0;
+    gateway_xfer_abandon(xfer_p);
+    if (rc == IPL_E_TIMEOUT)
+        gateway_api_error_set(err, 504, "server_error", NULL, "upstream_timeout",
+                              "worker `%s` (%s) sent no response within %d ms", call->worker,
+                              call->url, srv->cfg.upstream_timeout_ms);
+    else if (rc == IPL_E_AGAIN)
+        gateway_api_error_set(err, 503, "server_error", NULL, "shutting_down",
+                              "the gateway is shutting down");
+    else
+        gateway_api_error_set(err, 502, "server_error", NULL, "upstream_unreachable",
+                              "cannot reach worker `%s` at %s: %s", call->worker, call->url, why);
+    return rc;
+}
+
+static void s_completion(gateway_server_t *srv, gateway_api_kind_t kind, const ipl_http_req_t *req,
+                         ipl_http_resp_t *resp)
+{
+    s_call_t *call = s_call_new(srv, kind, req);
+    if (!call) {
+        ipl_http_resp_error(resp, 500, "server_error", "out of memory");
+        return;
+    }
+    ipl_http_resp_header(resp, "x-request-id", call->request_id);
+    gateway_api_error_t err = {0};
+    size_t blen = 0;
+    const char *body = ipl_http_req_body(req, &blen);
+    gateway_api_req_t *api = NULL;
+    if (gateway_api_parse(kind, body, blen, &api, &err) != 0) {
+        s_fail(&call, resp, &err);
+        return;
+    }
+    s_replace(&call->model, api->model);
+    call->stream = api->stream;
+
+    ipl_route_req_t rr;
+    if (s_route_req(srv, call, api, &rr) != 0) {
+        gateway_api_error_set(&err, 500, "server_error", NULL, NULL, "out of memory");
+        gateway_api_req_destroy(&api);
+        s_fail(&call, resp, &err);
+        return;
+    }
+    gateway_xfer_t *xfer = NULL;
+    char *upstream_model = NULL;
+    int status = 0, rc = IPL_E_INVAL;
+    char ctype[128] = "";
+    for (int attempt = 0; attempt < S_ATTEMPTS; attempt++) {
+        rc = s_decide(srv, call, &rr, &upstream_model, &err);
+        if (rc != 0) break;
+        rc = s_forward(srv, call, api, ipl_http_req_path(req), upstream_model, &xfer, &status,
+                       ctype, sizeof(ctype), &err);
+        if (rc != IPL_E_IO) /* only an unreachable worker is worth another decision */
+            break;
+        if (attempt + 1 < S_ATTEMPTS) {
+            ipl_metric_inc(srv->retries);
+            IPL_WARN("upstream_retry", "id=%s worker=%s error=\"%s\"", call->request_id,
+                     call->worker, err.message);
+        }
+    }
+    free(rr.hashes);
+    free(upstream_model);
+    if (rc != 0) {
+        if (call->worker[0]) s_decision_headers(call, resp);
+        gateway_api_req_destroy(&api);
+        s_fail(&call, resp, &err);
+        return;
+    }
+    gateway_api_req_destroy(&api);
+
+    s_decision_headers(call, resp);
+    call->sse = gateway_sse_new(gateway_sse_mode_for(ctype), S_SSE_BUFFER);
+    int fd =
+        call->sse ? ipl_http_resp_stream(resp, status, ctype[0] ? ctype : "application/json") : -1;
+    if (fd < 0) {
+        gateway_xfer_abandon(&xfer);
+        if (!call->sse) ipl_http_resp_error(resp, 500, "server_error", "out of memory");
+        s_finish(call, 500, "stream_failed", ipl_mono_ns());
+        s_call_free(&call);
+        return;
+    }
+    gateway_xfer_attach(&xfer, fd); /* the call belongs to the producer from here on */
+}
+
+static void s_chat(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
+{
+    s_completion(arg, GATEWAY_API_CHAT, req, resp);
+}
+
+static void s_completions(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
+{
+    s_completion(arg, GATEWAY_API_COMPLETIONS, req, resp);
+}
+
+/* ---- GET /v1/models ------------------------------------------------------------------------ */
+
+static void s_models(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
+{
+    (void)req;
+    gateway_server_t *srv = arg;
+    ipl_policy_snap_t *snap = ipl_policy_view_get(srv->policy);
+    if (!snap) {
+        s_reply_error(resp, 503, "server_error", NULL, "no_policy",
+                      "no routing policy has been received yet; is inferplane-policy running?");
+        return;
+    }
+    const ipl_policy_t *p = snap->policy;
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "object", "list");
+    cJSON *data = cJSON_AddArrayToObject(root, "data");
+    for (uint32_t i = 0; data && i < p->pools_len; i++) {
+        const char *model = p->pools[i].model;
+        if (!model || !model[0]) continue;
+        bool seen = false;
+        for (uint32_t k = 0; k < i && !seen; k++)
+            seen = p->pools[k].model && strcmp(p->pools[k].model, model) == 0;
+        if (seen) continue;
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "id", model);
+        cJSON_AddStringToObject(m, "object", "model");
+        cJSON_AddNumberToObject(m, "created", (double)srv->created_s);
+        cJSON_AddStringToObject(m, "owned_by", "inferplane");
+        cJSON *pools = cJSON_AddArrayToObject(m, "pools");
+        for (uint32_t k = i; pools && k < p->pools_len; k++)
+            if (p->pools[k].model && strcmp(p->pools[k].model, model) == 0)
+                cJSON_AddItemToArray(pools,
+                                     cJSON_CreateString(p->pools[k].name ? p->pools[k].name : ""));
+        cJSON_AddItemToArray(data, m);
+    }
+    ipl_policy_view_release(srv->policy, &snap);
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!text) {
+        ipl_http_resp_error(resp, 500, "server_error", "out of memory");
+        return;
+    }
+    ipl_http_resp_take(resp, 200, "application/json", &text, strlen(text));
+}
+
+/* ---- life cycle ---------------------------------------------------------------------------- */
+
+bool gateway_server_ready(void *arg, char *detail, size_t size)
+{
+    gateway_server_t *srv = arg;
+    uint64_t version = ipl_policy_view_version(srv->policy);
+    if (version == 0) {
+        snprintf(detail, size, "waiting for a policy from %s / %s", srv->policy_sub,
+                 srv->policy_req);
+        return false;
+    }
+    snprintf(detail, size, "policy version %" PRIu64, version);
+    return true;
+}
+
+gateway_server_t *gateway_server_new(const gateway_server_config_t *cfg, ipl_metrics_t *metrics,
+                                     char *err, size_t errlen)
+{
+    assert(cfg && metrics);
+    gateway_server_t *srv = calloc(1, sizeof(*srv));
+    if (!srv) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    srv->cfg = *cfg;
+    srv->metrics = metrics;
+    srv->listen = s_strdup0(cfg->listen);
+    srv->decider = s_strdup0(cfg->decider);
+    srv->exporter = s_strdup0(cfg->exporter);
+    srv->policy_sub = s_strdup0(cfg->policy_sub);
+    srv->policy_req = s_strdup0(cfg->policy_req);
+    pthread_mutex_init(&srv->push_lock, NULL);
+    srv->created_s = (uint64_t)ipl_wall_s();
+    atomic_store(&srv->next_id, (ipl_wall_ms() << 16) ^ (uint64_t)getpid());
+    srv->retries =
+        ipl_metrics_counter(metrics, "inferplane_gateway_retries_total",
+                            "Requests re-routed because the worker was unreachable.", NULL);
+    srv->records_dropped =
+        ipl_metrics_counter(metrics, "inferplane_gateway_records_dropped_total",
+                            "Request records not sent because the exporter queue was full.", NULL);
+    if (!srv->listen || !srv->decider || !srv->exporter || !srv->policy_sub || !srv->policy_req) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    if (cfg->block_size < 1) {
+        snprintf(err, errlen, "--block-size must be at least 1 (got %d)", cfg->block_size);
+        goto fail;
+    }
+    srv->tokenizer = ipl_tokenizer_new_builtin();
+    srv->route = gateway_route_new(srv->decider, cfg->route_timeout_ms, metrics);
+    gateway_proxy_config_t pc = {.connect_timeout_ms = cfg->connect_timeout_ms};
+    srv->proxy = gateway_proxy_new(&pc, metrics);
+    if (!srv->tokenizer || !srv->route || !srv->proxy) {
+        snprintf(err, errlen, "cannot initialise the tokenizer, decider client or libcurl");
+        goto fail;
+    }
+    srv->policy = ipl_policy_view_new(srv->policy_sub, srv->policy_req);
+    if (!srv->policy) {
+        snprintf(err, errlen,
+                 "cannot connect to the policy service (--policy-sub %s, "
+                 "--policy-req %s); use tcp://host:port endpoints",
+                 srv->policy_sub, srv->policy_req);
+        goto fail;
+    }
+    if (srv->exporter[0]) {
+        srv->push = zsock_new(ZMQ_PUSH);
+        if (srv->push) {
+            zsock_set_linger(srv->push, 0);
+            zsock_set_sndhwm(srv->push, 10000);
+        }
+        if (!srv->push || zsock_connect(srv->push, "%s", srv->exporter) < 0) {
+            snprintf(err, errlen, "cannot connect to --exporter \"%s\": use tcp://host:port",
+                     srv->exporter);
+            goto fail;
+        }
+    }
+    srv->httpd = ipl_httpd_new(srv->listen, cfg->max_body);
+    if (!srv->httpd) {
+        snprintf(err, errlen, "cannot listen on --listen \"%s\": use a free host:port",
+                 srv->listen);
+        goto fail;
+    }
+    ipl_httpd_route(srv->httpd, "POST", "/v1/chat/completions", s_chat, srv);
+    ipl_httpd_route(srv->httpd, "POST", "/v1/completions", s_completions, srv);
+    ipl_httpd_route(srv->httpd, "GET", "/v1/models", s_models, srv);
+    return srv;
+fail:
+    gateway_server_destroy(&srv);
+    return NULL;
+}
+
+int gateway_server_start(gateway_server_t *self)
+{
+    return ipl_httpd_start(self->httpd);
+}
+
+int gateway_server_port(const gateway_server_t *self)
+{
+    return ipl_httpd_port(self->httpd);
+}
+
+void gateway_server_destroy(gateway_server_t **self_p)
+{
+    assert(self_p);
+    gateway_server_t *srv = *self_p;
+    if (!srv) return;
+    /* Unblock handlers and producers first, then join the HTTP threads, then free. */
+    if (srv->route) gateway_route_stop(srv->route);
+    if (srv->proxy) {
+        gateway_proxy_stop(srv->proxy);
+        gateway_proxy_wait_idle(srv->proxy, 1000);
+    }
+    ipl_httpd_destroy(&srv->httpd);
+    gateway_proxy_destroy(&srv->proxy); /* waits for the last producers */
+    gateway_route_destroy(&srv->route);
+    ipl_policy_view_destroy(&srv->policy);
+    zsock_destroy(&srv->push);
+    ipl_tokenizer_destroy(&srv->tokenizer);
+    pthread_mutex_destroy(&srv->push_lock);
+    free(srv->listen);
+    free(srv->decider);
+    free(srv->exporter);
+    free(srv->policy_sub);
+    free(srv->policy_req);
+    free(srv);
+    *self_p = NULL;
+}

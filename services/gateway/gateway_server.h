@@ -1,0 +1,57 @@
+/*
+ * gateway_server — the gateway's HTTP API, wiring the classes together per request:
+ *
+ *   POST /v1/chat/completions, /v1/completions
+ *     gateway_api (parse, validate) → ipl_chat + ipl_tokenizer → ipl_hash (full blocks)
+ *     → gateway_route (ROUTE_REQ to the decider) → gateway_proxy (stream from the worker,
+ *     one retry via a new decision when the worker cannot be reached) → gateway_sse
+ *     (TTFT, ITL, usage as the bytes pass) → one RECORD to the exporter (PUSH).
+ *   GET /v1/models   the models of the policy's pools (ipl_policy_view)
+ *
+ * A client's x-request-id (up to 64 of [A-Za-z0-9._:-]) is kept, else one is made up; an
+ * x-inferplane-tenant header of the same form names the tenant in the ROUTE_REQ and the
+ * record (until tenants come from API keys).
+ * Responses carry x-request-id and, once routed, x-inferplane-worker, -endpoint, -pool,
+ * -reason, -predicted-ttft-ms and -cached-tokens (the decider's prediction).
+ *
+ * Metrics (registry passed at creation): inferplane_gateway_requests_total{api,status_code},
+ * inferplane_gateway_retries_total, inferplane_gateway_records_dropped_total, plus those of
+ * gateway_route and gateway_proxy.
+ */
+#ifndef GATEWAY_SERVER_H
+#define GATEWAY_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "ipl_metrics.h"
+
+typedef struct {
+    const char *listen;      /* API address, "127.0.0.1:8080" */
+    const char *decider;     /* decider ROUTER endpoint */
+    const char *exporter;    /* exporter PULL endpoint ("" or NULL: no records) */
+    const char *policy_sub;  /* policy PUB endpoint */
+    const char *policy_req;  /* policy ROUTER endpoint */
+    int block_size;          /* tokens per hashed block */
+    size_t max_body;         /* request bodies above get 413 */
+    int route_timeout_ms;    /* decider answer → else 503 */
+    int upstream_timeout_ms; /* worker response headers → else 504 */
+    int connect_timeout_ms;  /* worker TCP connect */
+} gateway_server_config_t;
+
+typedef struct gateway_server gateway_server_t;
+
+/* Binds the API address and connects the sockets (strings copied). `metrics` is borrowed
+ * and must outlive the server. NULL with a human message in `err` on failure. */
+gateway_server_t *gateway_server_new(const gateway_server_config_t *config, ipl_metrics_t *metrics,
+                                     char *err, size_t errlen);
+/* Stops accepting, aborts transfers in flight, joins every thread, frees everything. */
+void gateway_server_destroy(gateway_server_t **self_p);
+
+int gateway_server_start(gateway_server_t *self); /* 0 or IPL_E_IO */
+int gateway_server_port(const gateway_server_t *self);
+
+/* An ipl_admin_ready_fn: ready once a policy is known. */
+bool gateway_server_ready(void *self, char *detail, size_t size);
+
+#endif
