@@ -198,7 +198,10 @@ class Stack:
         cfg = json.dumps({"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": kv,
                           "replay_endpoint": replay, "topic": "kv-events"})
         args = ["--host", "127.0.0.1", "--port", str(port), "--served-model-name", model,
-                "--kv-events-config", cfg, "--enable-prompt-tokens-details"] + list(extra or [])
+                "--kv-events-config", cfg, "--enable-prompt-tokens-details",
+                # vLLM would *connect* a PUB to tcp://127.0.0.1:PORT; ours binds so that
+                # collectors connect to each worker (the simulator-only --kv-events-bind).
+                "--kv-events-bind", "bind"] + list(extra or [])
         p = self.start("sim", args, admin=False, ready=False)
         p.admin_url = p.url = "http://127.0.0.1:%d" % port
         p.kv, p.replay, p.worker_name = kv, replay, name

@@ -1,0 +1,797 @@
+/*
+ * sim_api — request parsing, response shapes (vLLM's field names and order), the SSE writer.
+ */
+#include "sim_api.h"
+
+#include <assert.h>
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ipl_chat.h"
+#include "ipl_clock.h"
+#include "ipl_error.h"
+#include "ipl_log.h"
+#include "sim_text.h"
+
+#define S_WAIT_SLICE_MS 500 /* how often a waiting handler re-checks (bounded waits) */
+
+struct sim_api {
+    sim_api_config_t cfg;
+    char *model_name;
+    char *vllm_version;
+    sim_engine_t *engine;
+    const ipl_tokenizer_t *tok;
+    ipl_metrics_t *metrics;
+    ipl_metric_t *bad_requests;
+    ipl_metric_t *client_gone;
+    pthread_mutex_t lock; /* writers, next_id */
+    pthread_cond_t writers_done;
+    int writers;
+    uint64_t next_id;
+    long started; /* wall seconds, "created" of /v1/models */
+};
+
+/* One generation request, parsed. */
+typedef struct {
+    bool chat;
+    bool stream;
+    bool include_usage;
+    bool continuous_usage;
+    uint32_t *prompt; /* malloc'd */
+    size_t nprompt;
+    uint32_t max_tokens;
+    uint32_t min_tokens;
+    bool ignore_eos;
+    uint64_t seed;
+    char id[48];
+    long created;
+} s_params_t;
+
+/* A streaming response in flight: owned by its writer thread. */
+typedef struct {
+    sim_api_t *api;
+    s_params_t p;
+    sim_req_t *req;
+    int fd;
+} s_stream_t;
+
+/* --- small helpers ------------------------------------------------------------------------- */
+
+static void s_error(sim_api_t *self, ipl_http_resp_t *resp, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void s_error(sim_api_t *self, ipl_http_resp_t *resp, int status, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const char *type = status == 404   ? "NotFoundError"
+                       : status == 400 ? "BadRequestError"
+                       : status == 503 ? "ServiceUnavailableError"
+                                       : "InternalServerError";
+    if (status == 400 && self->bad_requests) ipl_metric_inc(self->bad_requests);
+    char q[200];
+    IPL_LOG_EVERY(5, IPL_LOG_INFO, "request_rejected", "status=%d reason=%s", status,
+                  ipl_log_quote(q, sizeof q, msg));
+    ipl_http_resp_error(resp, status, type, msg);
+}
+
+/* Sends a cJSON tree as the response (consumes it). */
+static void s_send_json(ipl_http_resp_t *resp, int status, cJSON *root)
+{
+    char *json = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!json) {
+        ipl_http_resp_error(resp, 500, "InternalServerError", "out of memory");
+        return;
+    }
+    ipl_http_resp_take(resp, status, "application/json", &json, strlen(json));
+}
+
+static cJSON *s_parse_body(sim_api_t *self, const ipl_http_req_t *req, ipl_http_resp_t *resp)
+{
+    size_t len = 0;
+    const char *body = ipl_http_req_body(req, &len);
+    cJSON *root = body && len ? cJSON_ParseWithLength(body, len) : NULL;
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        s_error(self, resp, 400,
+                "The request body is not a JSON object: expected e.g. "
+                "{\"model\": \"%s\", \"prompt\": \"Hello\"}",
+                self->model_name);
+        return NULL;
+    }
+    return root;
+}
+
+/* An optional non-negative integer field. 0 (absent or valid) or -1 (error answered). */
+static int s_get_uint(sim_api_t *self, ipl_http_resp_t *resp, const cJSON *root, const char *key,
+                      uint32_t *out, uint32_t min)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!it || cJSON_IsNull(it)) return 0;
+    if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < min ||
+        it->valuedouble > 4294967295.0) {
+        s_error(self, resp, 400, "%s must be an integer >= %u", key, min);
+        return -1;
+    }
+    *out = (uint32_t)it->valuedouble;
+    return 0;
+}
+
+static int s_get_bool(sim_api_t *self, ipl_http_resp_t *resp, const cJSON *root, const char *key,
+                      bool *out)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!it || cJSON_IsNull(it)) return 0;
+    if (!cJSON_IsBool(it)) {
+        s_error(self, resp, 400, "%s must be true or false", key);
+        return -1;
+    }
+    *out = cJSON_IsTrue(it);
+    return 0;
+}
+
+/* Checks the optional "model" field. 0, or -1 (404 answered). */
+static int s_check_model(sim_api_t *self, ipl_http_resp_t *resp, const cJSON *root)
+{
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
+    if (!m || cJSON_IsNull(m)) return 0;
+    if (!cJSON_IsString(m)) {
+        s_error(self, resp, 400, "model must be a string");
+        return -1;
+    }
+    if (strcmp(m->valuestring, self->model_name) != 0) {
+        s_error(self, resp, 404, "The model `%.200s` does not exist.", m->valuestring);
+        return -1;
+    }
+    return 0;
+}
+
+/* Token ids from a JSON array of non-negative integers. NULL when it is not one. */
+static uint32_t *s_ids_from_json(const cJSON *arr, size_t *n)
+{
+    int count = cJSON_GetArraySize(arr);
+    uint32_t *ids = malloc(((size_t)count + 1) * sizeof *ids);
+    if (!ids) return NULL;
+    size_t i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr)
+    {
+        if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 4294967295.0 ||
+            it->valuedouble != floor(it->valuedouble)) {
+            free(ids);
+            return NULL;
+        }
+        ids[i++] = (uint32_t)it->valuedouble;
+    }
+    *n = i;
+    return ids;
+}
+
+/* The prompt's token ids from "prompt" (completions) or "messages" (chat). 0 or -1 (400). */
+static int s_prompt_tokens(sim_api_t *self, ipl_http_resp_t *resp, const cJSON *root, bool chat,
+                           bool add_generation_prompt, uint32_t **ids, size_t *n)
+{
+    *ids = NULL;
+    *n = 0;
+    if (chat) {
+        const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");
+        if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0) {
+            s_error(self, resp, 400, "messages must be a non-empty array of messages");
+            return -1;
+        }
+        char err[256] = "";
+        char *text = ipl_chat_render(msgs, add_generation_prompt, err, sizeof err);
+        if (!text) {
+            s_error(self, resp, 400, "%s", err[0] ? err : "invalid messages");
+            return -1;
+        }
+        *ids = ipl_tokenizer_encode(self->tok, text, strlen(text), n);
+        free(text);
+    } else {
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
+        if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 &&
+            (cJSON_IsString(p->child) || cJSON_IsArray(p->child)))
+            p = p->child; /* a batch of one prompt */
+        if (cJSON_IsString(p)) {
+            *ids = ipl_tokenizer_encode(self->tok, p->valuestring, strlen(p->valuestring), n);
+        } else if (cJSON_IsArray(p) && cJSON_GetArraySize(p) > 0 && cJSON_IsNumber(p->child)) {
+            *ids = s_ids_from_json(p, n);
+            if (!*ids) {
+                s_error(self, resp, 400, "prompt token ids must be non-negative integers");
+                return -1;
+            }
+        } else {
+            s_error(self, resp, 400,
+                    "prompt must be a string or an array of token ids (the "
+                    "simulator serves one prompt per request)");
+            return -1;
+        }
+    }
+    if (!*ids) {
+        s_error(self, resp, 500, "out of memory tokenizing the prompt");
+        return -1;
+    }
+    return 0;
+}
+
+/* --- response pieces ----------------------------------------------------------------------- */
+
+static cJSON *s_usage(const sim_api_t *self, uint32_t prompt, uint32_t completion, uint32_t cached)
+{
+    cJSON *u = cJSON_CreateObject();
+    cJSON_AddNumberToObject(u, "prompt_tokens", prompt);
+    cJSON_AddNumberToObject(u, "total_tokens", (double)prompt + completion);
+    cJSON_AddNumberToObject(u, "completion_tokens", completion);
+    if (self->cfg.prompt_tokens_details)
+        cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "prompt_tokens_details"),
+                                "cached_tokens", cached);
+    return u;
+}
+
+static cJSON *s_envelope(const sim_api_t *self, const s_params_t *p, const char *object)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "id", p->id);
+    cJSON_AddStringToObject(root, "object", object);
+    cJSON_AddNumberToObject(root, "created", (double)p->created);
+    cJSON_AddStringToObject(root, "model", self->model_name);
+    return root;
+}
+
+static void s_add_finish(cJSON *choice, sim_finish_t finish)
+{
+    const char *name = sim_finish_name(finish);
+    if (name)
+        cJSON_AddStringToObject(choice, "finish_reason", name);
+    else
+        cJSON_AddNullToObject(choice, "finish_reason");
+    cJSON_AddNullToObject(choice, "stop_reason");
+}
+
+/* Text of output tokens [from, to). malloc'd. */
+static char *s_text(sim_api_t *self, sim_req_t *req, uint32_t from, uint32_t to)
+{
+    uint32_t n = 0;
+    const uint32_t *out = sim_req_output(req, &n);
+    if (to > n) to = n;
+    if (from >= to) return strdup("");
+    return ipl_tokenizer_decode(self->tok, out + from, to - from);
+}
+
+/* One SSE event "data: <json>\n\n" (consumes root). 0, or IPL_E_IO when the client left. */
+static int s_sse(int fd, cJSON *root)
+{
+    char *json = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!json) return IPL_E_NOMEM;
+    size_t n = strlen(json);
+    char *buf = malloc(n + 9);
+    if (!buf) {
+        free(json);
+        return IPL_E_NOMEM;
+    }
+    memcpy(buf, "data: ", 6);
+    memcpy(buf + 6, json, n);
+    memcpy(buf + 6 + n, "\n\n", 2);
+    int rc = ipl_http_write_all(fd, buf, n + 8);
+    free(buf);
+    free(json);
+    return rc;
+}
+
+/* A streamed chunk carrying `text` (NULL: the chat role chunk). */
+static cJSON *s_chunk(sim_api_t *self, const s_params_t *p, const char *text, sim_finish_t finish,
+                      const sim_req_status_t *st)
+{
+    cJSON *root = s_envelope(self, p, p->chat ? "chat.completion.chunk" : "text_completion");
+    cJSON *choice = cJSON_CreateObject();
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(root, "choices"), choice);
+    cJSON_AddNumberToObject(choice, "index", 0);
+    if (p->chat) {
+        cJSON *delta = cJSON_AddObjectToObject(choice, "delta");
+        if (!text) cJSON_AddStringToObject(delta, "role", "assistant");
+        cJSON_AddStringToObject(delta, "content", text ? text : "");
+        cJSON_AddNullToObject(choice, "logprobs");
+        const char *name = sim_finish_name(finish);
+        if (name) {
+            cJSON_AddStringToObject(choice, "finish_reason", name);
+            cJSON_AddNullToObject(choice, "stop_reason");
+        } else {
+            cJSON_AddNullToObject(choice, "finish_reason");
+        }
+    } else {
+        cJSON_AddStringToObject(choice, "text", text ? text : "");
+        cJSON_AddNullToObject(choice, "logprobs");
+        s_add_finish(choice, finish);
+    }
+    if (p->include_usage) {
+        if (p->continuous_usage)
+            cJSON_AddItemToObject(root, "usage",
+                                  s_usage(self, st->prompt_tokens, st->emitted, st->cached_tokens));
+        else
+            cJSON_AddNullToObject(root, "usage");
+    }
+    return root;
+}
+
+/* --- streaming writer ---------------------------------------------------------------------- */
+
+static void s_writer_exit(sim_api_t *self)
+{
+    pthread_mutex_lock(&self->lock);
+    if (--self->writers == 0) pthread_cond_broadcast(&self->writers_done);
+    pthread_mutex_unlock(&self->lock);
+}
+
+static void *s_stream_main(void *arg)
+{
+    s_stream_t *s = arg;
+    sim_api_t *self = s->api;
+    sim_req_status_t st = {0};
+    uint32_t sent = 0;
+    int rc = 0;
+    sim_engine_status(self->engine, s->req, &st);
+    if (s->p.chat) rc = s_sse(s->fd, s_chunk(self, &s->p, NULL, SIM_FINISH_NONE, &st));
+    while (rc == 0) {
+        sim_engine_wait(self->engine, s->req, sent, S_WAIT_SLICE_MS, &st);
+        if (st.emitted > sent) {
+            char *text = s_text(self, s->req, sent, st.emitted);
+            sent = st.emitted;
+            rc = text ? s_sse(s->fd, s_chunk(self, &s->p, text, st.finish, &st)) : IPL_E_NOMEM;
+            free(text);
+        } else if (st.finish != SIM_FINISH_NONE) {
+            break; /* aborted without new tokens */
+        }
+        if (st.finish != SIM_FINISH_NONE) break;
+    }
+    if (rc == 0 && st.finish != SIM_FINISH_ABORT && s->p.include_usage) {
+        cJSON *root =
+            s_envelope(self, &s->p, s->p.chat ? "chat.completion.chunk" : "text_completion");
+        cJSON_AddArrayToObject(root, "choices");
+        cJSON_AddItemToObject(root, "usage",
+                              s_usage(self, st.prompt_tokens, st.emitted, st.cached_tokens));
+        rc = s_sse(s->fd, root);
+    }
+    if (rc == 0) rc = ipl_http_write_all(s->fd, "data: [DONE]\n\n", 14);
+    if (rc != 0 && st.finish == SIM_FINISH_NONE) {
+        /* The client went away: stop generating for it, as vLLM aborts the request. */
+        sim_engine_abort(self->engine, s->req);
+        if (self->client_gone) ipl_metric_inc(self->client_gone);
+    }
+    close(s->fd);
+    sim_engine_release(self->engine, &s->req);
+    free(s->p.prompt);
+    free(s);
+    s_writer_exit(self);
+    return NULL;
+}
+
+/* --- generation endpoints ------------------------------------------------------------------ */
+
+/* Parses a completions / chat request into *p. 0, or -1 with the error answered. */
+static int s_parse_generate(sim_api_t *self, ipl_http_resp_t *resp, const cJSON *root, bool chat,
+                            s_params_t *p)
+{
+    *p = (s_params_t){.chat = chat, .max_tokens = 16};
+    if (s_check_model(self, resp, root) != 0) return -1;
+    uint32_t n = 1, seed = 0;
+    bool has_max_completion = false;
+    if (s_get_bool(self, resp, root, "stream", &p->stream) ||
+        s_get_bool(self, resp, root, "ignore_eos", &p->ignore_eos) ||
+        s_get_uint(self, resp, root, "max_tokens", &p->max_tokens, 1) ||
+        s_get_uint(self, resp, root, "min_tokens", &p->min_tokens, 0) ||
+        s_get_uint(self, resp, root, "n", &n, 1) || s_get_uint(self, resp, root, "seed", &seed, 0))
+        return -1;
+    if (chat) {
+        uint32_t mct = 0;
+        if (s_get_uint(self, resp, root, "max_completion_tokens", &mct, 1)) return -1;
+        has_max_completion = mct > 0;
+        if (has_max_completion) p->max_tokens = mct;
+    }
+    if (n != 1) {
+        s_error(self, resp, 400, "n must be 1 (the simulator generates one choice)");
+        return -1;
+    }
+    if (p->min_tokens > p->max_tokens) {
+        s_error(self, resp, 400, "min_tokens (%u) must be less than or equal to max_tokens (%u)",
+                p->min_tokens, p->max_tokens);
+        return -1;
+    }
+    const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
+    if (so && !cJSON_IsNull(so)) {
+        if (!cJSON_IsObject(so)) {
+            s_error(self, resp, 400, "stream_options must be an object");
+            return -1;
+        }
+        if (s_get_bool(self, resp, so, "include_usage", &p->include_usage) ||
+            s_get_bool(self, resp, so, "continuous_usage_stats", &p->continuous_usage))
+            return -1;
+        if (!p->stream) {
+            s_error(self, resp, 400, "Stream options can only be defined when `stream=True`.");
+            return -1;
+        }
+    }
+    bool add_gen = true;
+    if (chat && s_get_bool(self, resp, root, "add_generation_prompt", &add_gen)) return -1;
+    if (s_prompt_tokens(self, resp, root, chat, add_gen, &p->prompt, &p->nprompt) != 0) return -1;
+    uint64_t max_len = self->cfg.max_model_len;
+    if (p->nprompt == 0) {
+        s_error(self, resp, 400, "The prompt is empty: at least one token is needed.");
+        return -1;
+    }
+    if (p->nprompt + (uint64_t)p->max_tokens > max_len) {
+        s_error(self, resp, 400,
+                "This model's maximum context length is %" PRIu64 " tokens. However, you "
+                "requested %" PRIu64 " tokens (%zu in the messages, %u in the completion). "
+                "Please reduce the length of the messages or completion.",
+                max_len, p->nprompt + (uint64_t)p->max_tokens, p->nprompt, p->max_tokens);
+        return -1;
+    }
+    p->seed = sim_text_seed(self->cfg.seed, seed, p->prompt, p->nprompt);
+    pthread_mutex_lock(&self->lock);
+    uint64_t id = ++self->next_id;
+    pthread_mutex_unlock(&self->lock);
+    snprintf(p->id, sizeof p->id, "%s%016" PRIx64 "%016" PRIx64, chat ? "chatcmpl-" : "cmpl-",
+             p->seed, id);
+    p->created = (long)(ipl_wall_ms() / 1000);
+    return 0;
+}
+
+static cJSON *s_final_response(sim_api_t *self, const s_params_t *p, sim_req_t *req,
+                               const sim_req_status_t *st)
+{
+    char *text = s_text(self, req, 0, st->emitted);
+    cJSON *root = s_envelope(self, p, p->chat ? "chat.completion" : "text_completion");
+    cJSON *choice = cJSON_CreateObject();
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(root, "choices"), choice);
+    cJSON_AddNumberToObject(choice, "index", 0);
+    if (p->chat) {
+        cJSON *msg = cJSON_AddObjectToObject(choice, "message");
+        cJSON_AddStringToObject(msg, "role", "assistant");
+        cJSON_AddStringToObject(msg, "content", text ? text : "");
+        cJSON_AddNullToObject(msg, "refusal");
+        cJSON_AddArrayToObject(msg, "tool_calls");
+        cJSON_AddNullToObject(msg, "reasoning_content");
+        cJSON_AddNullToObject(choice, "logprobs");
+        s_add_finish(choice, st->finish);
+    } else {
+        cJSON_AddStringToObject(choice, "text", text ? text : "");
+        cJSON_AddNullToObject(choice, "logprobs");
+        s_add_finish(choice, st->finish);
+        cJSON_AddNullToObject(choice, "prompt_logprobs");
+    }
+    cJSON_AddItemToObject(root, "usage",
+                          s_usage(self, st->prompt_tokens, st->emitted, st->cached_tokens));
+    if (p->chat) cJSON_AddNullToObject(root, "prompt_logprobs");
+    free(text);
+    return root;
+}
+
+static void s_generate(sim_api_t *self, const ipl_http_req_t *hreq, ipl_http_resp_t *resp,
+                       bool chat)
+{
+    cJSON *root = s_parse_body(self, hreq, resp);
+    if (!root) return;
+    s_params_t p;
+    int rc = s_parse_generate(self, resp, root, chat, &p);
+    cJSON_Delete(root);
+    if (rc != 0) {
+        free(p.prompt);
+        return;
+    }
+    /* What the model will say, and why it will stop. */
+    uint32_t nout = p.max_tokens;
+    sim_finish_t finish = SIM_FINISH_LENGTH;
+    if (!p.ignore_eos) {
+        uint32_t natural = sim_text_natural_length(p.seed, self->cfg.natural_mean_tokens,
+                                                   p.min_tokens ? p.min_tokens : 1);
+        if (natural < nout) {
+            nout = natural;
+            finish = SIM_FINISH_STOP;
+        }
+    }
+    uint32_t *out = sim_text_generate(self->tok, p.seed, nout);
+    sim_req_t *req = NULL;
+    if (out) {
+        sim_req_spec_t spec = {.prompt = p.prompt,
+                               .nprompt = (uint32_t)p.nprompt,
+                               .output = out,
+                               .noutput = nout,
+                               .finish = finish};
+        req = sim_engine_submit(self->engine, &spec);
+        free(out);
+    }
+    if (!req) {
+        free(p.prompt);
+        s_error(self, resp, 503, "The engine is not accepting requests (shutting down).");
+        return;
+    }
+    if (p.stream) {
+        s_stream_t *s = calloc(1, sizeof *s);
+        int fd = s ? ipl_http_resp_stream(resp, 200, "text/event-stream; charset=utf-8") : -1;
+        if (fd < 0) {
+            sim_engine_abort(self->engine, req);
+            sim_engine_release(self->engine, &req);
+            free(p.prompt);
+            free(s);
+            if (!s) ipl_http_resp_error(resp, 500, "InternalServerError", "out of memory");
+            return;
+        }
+        *s = (s_stream_t){.api = self, .p = p, .req = req, .fd = fd};
+        pthread_mutex_lock(&self->lock);
+        self->writers++;
+        pthread_mutex_unlock(&self->lock);
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&attr, 256 * 1024);
+        if (pthread_create(&t, &attr, s_stream_main, s) != 0) {
+            /* The response has started streaming; all we can do is end it. */
+            IPL_LOG_EVERY(10, IPL_LOG_ERROR, "stream_thread_failed", "error=%d", errno);
+            sim_engine_abort(self->engine, req);
+            sim_engine_release(self->engine, &req);
+            close(fd);
+            free(p.prompt);
+            free(s);
+            s_writer_exit(self);
+        }
+        pthread_attr_destroy(&attr);
+        return;
+    }
+    sim_req_status_t st;
+    do
+        sim_engine_wait(self->engine, req, UINT32_MAX, S_WAIT_SLICE_MS, &st);
+    while (st.finish == SIM_FINISH_NONE);
+    if (st.finish == SIM_FINISH_ABORT)
+        s_error(self, resp, 503, "The request was aborted (the server is shutting down).");
+    else
+        s_send_json(resp, 200, s_final_response(self, &p, req, &st));
+    sim_engine_release(self->engine, &req);
+    free(p.prompt);
+}
+
+static void s_completions(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
+{
+    s_generate(arg, req, resp, false);
+}
+
+static void s_chat_completions(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
+{
+    s_generate(arg, req, resp, true);
+}
+
+/* --- other endpoints ----------------------------------------------------------------------- */
+
+static void s_models(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
+{
+    (void)req;
+    sim_api_t *self = arg;
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "object", "list");
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(root, "data"), m);
+    cJSON_AddStringToObject(m, "id", self->model_name);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", (double)self->started);
+    cJSON_AddStringToObject(m, "owned_by", "vllm");
+    cJSON_AddStringToObject(m, "root", self->model_name);
+    cJSON_AddNullToObject(m, "parent");
+    cJSON_AddNumberToObject(m, "max_model_len", self->cfg.max_model_len);
+    cJSON *perm = cJSON_CreateObject();
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(m, "permission"), perm);
+    cJSON_AddStringToObject(perm, "id", "modelperm-inferplane-sim");
+    cJSON_AddStringToObject(perm, "object", "model_permission");
+    cJSON_AddNumberToObject(perm, "created", (double)self->started);
+    cJSON_AddBoolToObject(perm, "allow_create_engine", false);
+    cJSON_AddBoolToObject(perm, "allow_sampling", true);
+    cJSON_AddBoolToObject(perm, "allow_logprobs", true);
+    cJSON_AddBoolToObject(perm, "allow_search_indices", false);
+    cJSON_AddBoolToObject(perm, "allow_view", true);
+    cJSON_AddBoolToObject(perm, "allow_fine_tuning", false);
+    cJSON_AddStringToObject(perm, "organization", "*");
+    cJSON_AddNullToObject(perm, "group");
+    cJSON_AddBoolToObject(perm, "is_blocking", false);
+    s_send_json(resp, 200, root);
+}
+
+static void s_health(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
+{
+    (void)arg;
+    (void)req;
+    ipl_http_resp_set(resp, 200, "application/json", "", 0);
+}
+
+static void s_version(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
+{
+    (void)req;
+    sim_api_t *self = arg;
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "version", self->vllm_version);
+#ifdef IPL_VERSION
+    cJSON_AddStringToObject(root, "simulator", "inferplane-sim " IPL_VERSION);
+#endif
+    s_send_json(resp, 200, root);
+}
+
+static void s_metrics(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
+{
+    (void)req;
+    sim_api_t *self = arg;
+    size_t len = 0;
+    char *text = self->metrics ? ipl_metrics_render(self->metrics, &len) : strdup("");
+    if (!text) {
+        ipl_http_resp_error(resp, 500, "InternalServerError", "out of memory");
+        return;
+    }
+    ipl_http_resp_take(resp, 200, "text/plain; version=0.0.4; charset=utf-8", &text, len);
+}
+
+static void s_reset_prefix_cache(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
+{
+    (void)req;
+    sim_api_t *self = arg;
+    sim_engine_reset_prefix_cache(self->engine);
+    ipl_http_resp_set(resp, 200, "application/json", "", 0);
+}
+
+static void s_tokenize(void *arg, const ipl_http_req_t *hreq, ipl_http_resp_t *resp)
+{
+    sim_api_t *self = arg;
+    cJSON *root = s_parse_body(self, hreq, resp);
+    if (!root) return;
+    bool chat = cJSON_GetObjectItemCaseSensitive(root, "messages") != NULL;
+    bool add_gen = true, strs = false;
+    uint32_t *ids = NULL;
+    size_t n = 0;
+    if (s_check_model(self, resp, root) ||
+        s_get_bool(self, resp, root, "return_token_strs", &strs) ||
+        (chat && s_get_bool(self, resp, root, "add_generation_prompt", &add_gen)) ||
+        s_prompt_tokens(self, resp, root, chat, add_gen, &ids, &n)) {
+        cJSON_Delete(root);
+        return;
+    }
+    cJSON_Delete(root);
+    cJSON *out = cJSON_CreateObject();
+    cJSON_AddNumberToObject(out, "count", (double)n);
+    cJSON_AddNumberToObject(out, "max_model_len", self->cfg.max_model_len);
+    cJSON *tokens = cJSON_AddArrayToObject(out, "tokens");
+    cJSON *token_strs = strs ? cJSON_AddArrayToObject(out, "token_strs") : NULL;
+    if (!strs) cJSON_AddNullToObject(out, "token_strs");
+    for (size_t i = 0; i < n; i++) {
+        cJSON_AddItemToArray(tokens, cJSON_CreateNumber(ids[i]));
+        if (token_strs) {
+            char *piece = ipl_tokenizer_decode(self->tok, &ids[i], 1);
+            cJSON_AddItemToArray(token_strs, cJSON_CreateString(piece ? piece : ""));
+            free(piece);
+        }
+    }
+    free(ids);
+    s_send_json(resp, 200, out);
+}
+
+static void s_detokenize(void *arg, const ipl_http_req_t *hreq, ipl_http_resp_t *resp)
+{
+    sim_api_t *self = arg;
+    cJSON *root = s_parse_body(self, hreq, resp);
+    if (!root) return;
+    if (s_check_model(self, resp, root) != 0) {
+        cJSON_Delete(root);
+        return;
+    }
+    const cJSON *tokens = cJSON_GetObjectItemCaseSensitive(root, "tokens");
+    size_t n = 0;
+    uint32_t *ids = cJSON_IsArray(tokens) ? s_ids_from_json(tokens, &n) : NULL;
+    cJSON_Delete(root);
+    if (!ids) {
+        s_error(self, resp, 400, "tokens must be an array of non-negative integer token ids");
+        return;
+    }
+    char *text = ipl_tokenizer_decode(self->tok, ids, n);
+    free(ids);
+    cJSON *out = cJSON_CreateObject();
+    cJSON_AddStringToObject(out, "prompt", text ? text : "");
+    free(text);
+    s_send_json(resp, 200, out);
+}
+
+/* --- life cycle ---------------------------------------------------------------------------- */
+
+sim_api_t *sim_api_new(const sim_api_config_t *cfg, sim_engine_t *engine,
+                       const ipl_tokenizer_t *tok, ipl_metrics_t *metrics)
+{
+    assert(cfg && engine && tok);
+    sim_api_t *self = calloc(1, sizeof *self);
+    if (!self) return NULL;
+    self->cfg = *cfg;
+    self->model_name = strdup(cfg->model_name ? cfg->model_name : "sim-model");
+    self->vllm_version = strdup(cfg->vllm_version ? cfg->vllm_version : "0.26.0");
+    if (!self->model_name || !self->vllm_version) {
+        free(self->model_name);
+        free(self->vllm_version);
+        free(self);
+        return NULL;
+    }
+    self->cfg.model_name = self->model_name;
+    self->cfg.vllm_version = self->vllm_version;
+    if (self->cfg.natural_mean_tokens <= 0) self->cfg.natural_mean_tokens = 256;
+    self->engine = engine;
+    self->tok = tok;
+    self->metrics = metrics;
+    if (metrics) {
+        self->bad_requests = ipl_metrics_counter(
+            metrics, "inferplane_sim_bad_requests_total",
+            "Requests rejected with 400 (malformed JSON, wrong types, too long).", NULL);
+        self->client_gone =
+            ipl_metrics_counter(metrics, "inferplane_sim_client_disconnects_total",
+                                "Streaming requests aborted because the client went away.", NULL);
+    }
+    pthread_mutex_init(&self->lock, NULL);
+    pthread_condattr_t attr; /* deadlines on CLOCK_MONOTONIC, like ipl_mono_ns */
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&self->writers_done, &attr);
+    pthread_condattr_destroy(&attr);
+    self->started = (long)(ipl_wall_ms() / 1000);
+    return self;
+}
+
+void sim_api_routes(sim_api_t *self, ipl_httpd_t *httpd)
+{
+    ipl_httpd_route(httpd, "POST", "/v1/completions", s_completions, self);
+    ipl_httpd_route(httpd, "POST", "/v1/chat/completions", s_chat_completions, self);
+    ipl_httpd_route(httpd, "GET", "/v1/models", s_models, self);
+    ipl_httpd_route(httpd, "GET", "/health", s_health, self);
+    ipl_httpd_route(httpd, "GET", "/version", s_version, self);
+    ipl_httpd_route(httpd, "GET", "/metrics", s_metrics, self);
+    ipl_httpd_route(httpd, "POST", "/tokenize", s_tokenize, self);
+    ipl_httpd_route(httpd, "POST", "/detokenize", s_detokenize, self);
+    ipl_httpd_route(httpd, "POST", "/reset_prefix_cache", s_reset_prefix_cache, self);
+}
+
+int sim_api_drain(sim_api_t *self, int timeout_ms)
+{
+    uint64_t ns = ipl_mono_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
+    struct timespec dl = {.tv_sec = (time_t)(ns / 1000000000ull),
+                          .tv_nsec = (long)(ns % 1000000000ull)};
+    pthread_mutex_lock(&self->lock);
+    while (self->writers > 0 &&
+           pthread_cond_timedwait(&self->writers_done, &self->lock, &dl) != ETIMEDOUT) {
+    }
+    int left = self->writers;
+    pthread_mutex_unlock(&self->lock);
+    return left;
+}
+
+void sim_api_destroy(sim_api_t **self_p)
+{
+    assert(self_p);
+    sim_api_t *self = *self_p;
+    if (!self) return;
+    int left = sim_api_drain(self, 1000);
+    if (left > 0) {
+        /* Writers still hold a pointer to us: leak rather than free under them. */
+        IPL_WARN("stream_writers_left", "count=%d", left);
+        *self_p = NULL;
+        return;
+    }
+    pthread_cond_destroy(&self->writers_done);
+    pthread_mutex_destroy(&self->lock);
+    free(self->model_name);
+    free(self->vllm_version);
+    free(self);
+    *self_p = NULL;
+}

@@ -1,0 +1,50 @@
+/*
+ * sim_api — vLLM's OpenAI-compatible HTTP server, in front of the simulated engine.
+ *
+ *   POST /v1/completions, /v1/chat/completions   streaming (SSE) and not (VLLM-INTEROP §4)
+ *   GET  /v1/models, /health, /version, /metrics
+ *   POST /tokenize, /detokenize, /reset_prefix_cache
+ *
+ * Prompts are tokenized with the shared tokenizer (ipl_tokenizer) and chat messages rendered
+ * with the shared template (ipl_chat), exactly as the gateway does, so the blocks a worker
+ * caches are the blocks the router hashes. Output is sim_text's deterministic words.
+ * Errors are vLLM's: {"error":{"message","type","param","code"}} with 400 (bad request,
+ * context length exceeded), 404 (unknown model).
+ *
+ * Threads: handlers run on the HTTP server's connection threads; a streaming request gets a
+ * writer thread of its own that turns the engine's tokens into SSE chunks as they come.
+ */
+#ifndef SIM_API_H
+#define SIM_API_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ipl_httpd.h"
+#include "ipl_metrics.h"
+#include "ipl_tokenizer.h"
+#include "sim_engine.h"
+
+typedef struct {
+    const char *model_name;     /* --served-model-name (copied) */
+    uint32_t max_model_len;     /* prompt + max_tokens at most */
+    bool prompt_tokens_details; /* --enable-prompt-tokens-details */
+    uint64_t seed;              /* --seed */
+    double natural_mean_tokens; /* mean length at which the model stops on its own */
+    const char *vllm_version;   /* what GET /version reports (copied) */
+} sim_api_config_t;
+
+typedef struct sim_api sim_api_t;
+
+/* `engine`, `tok` and `metrics` are borrowed and must outlive the API. */
+sim_api_t *sim_api_new(const sim_api_config_t *cfg, sim_engine_t *engine,
+                       const ipl_tokenizer_t *tok, ipl_metrics_t *metrics);
+/* Registers every route on `httpd` (before ipl_httpd_start). */
+void sim_api_routes(sim_api_t *self, ipl_httpd_t *httpd);
+/* Waits up to `timeout_ms` for streaming writer threads to end (stop the engine first, which
+ * finishes every request). Returns the number still running. */
+int sim_api_drain(sim_api_t *self, int timeout_ms);
+/* Drains (1 s at most), then frees. */
+void sim_api_destroy(sim_api_t **self_p);
+
+#endif
