@@ -25,7 +25,11 @@ typedef struct ipl_admin ipl_admin_t;
 /* Readiness: return true when ready; write a short human detail into `detail` either way. */
 typedef bool(ipl_admin_ready_fn)(void *arg, char *detail, size_t size);
 
-/* `metrics` is borrowed and must outlive the admin server. NULL on bind failure. */
+/* `metrics` is borrowed and must outlive the admin server (NULL: /metrics is empty).
+ * NULL on bind failure, errno as for ipl_httpd_new.
+ * A NULL `self` (the admin server is switched off) is accepted by every function below:
+ * ipl_admin_httpd returns NULL, ipl_httpd_route(NULL, ...) ignores the route, start returns 0,
+ * port returns 0; so a main.c needs no special case for --admin-listen off. */
 ipl_admin_t *ipl_admin_new(const char *listen, const char *service, ipl_metrics_t *metrics);
 void ipl_admin_destroy(ipl_admin_t **self_p);
 /* Without a callback the service is ready as soon as the admin server is started. */

@@ -4,17 +4,22 @@
  * Threading: MHD runs one thread per connection, so a handler may block (ask another process
  * over ZeroMQ, wait for an upstream). Handlers run concurrently and must be thread-safe.
  * The request body is read completely before the handler runs; a body above `max_body` gets
- * 413 with a JSON error and the handler never runs.
+ * 413 with a JSON error and the handler never runs. Refusals (404, 405, 413) are sent after
+ * the client has sent its body (which is dropped), so clients that write the whole body
+ * before reading see them, up to a 64 MiB body; beyond that, or when the client sent
+ * "Expect: 100-continue", they are sent at once and the connection is closed.
+ * ipl_httpd_destroy ends open streams and waits for handlers that are still running, so
+ * handlers that block must do so with a timeout.
  *
- * Responses are either buffered (ipl_http_resp_set / _json / _error) or streamed: the handler
+ * Responses are either buffered (ipl_http_resp_set / _take / _error) or streamed: the handler
  * calls ipl_http_resp_stream() and gets the write end of a pipe; the server sends whatever is
  * written (chunked transfer encoding) until that fd is closed. The fd may be handed to another
  * thread; whoever holds it must close it exactly once. A write gets EPIPE when the client has
  * gone away (SIGPIPE is ignored by ipl_signal_install), which is how a producer learns to stop.
  *
- *        client ──HTTP──► MHD connection thread ──► route table ──► handler(req, resp)
- *                                                                     │ buffered: body
- *                                                                     └ streamed: pipe fd ◄─ producer
+ *   client ──HTTP──► MHD connection thread ──► route table ──► handler(req, resp)
+ *                                                                │ buffered: body
+ *                                                                └ streamed: pipe fd ◄─ producer
  */
 #ifndef IPL_HTTPD_H
 #define IPL_HTTPD_H
@@ -29,20 +34,23 @@ typedef struct ipl_http_resp ipl_http_resp_t;
 /* Handler: fill `resp` before returning. Returning without setting anything sends 500. */
 typedef void(ipl_http_handler_fn)(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp);
 
-/* Binds `listen` ("127.0.0.1:8080", ":8080", "8080" — host defaults to 0.0.0.0; port 0 picks
- * a free port, see ipl_httpd_port). Does not start serving until ipl_httpd_start.
- * Returns NULL and logs on failure. `max_body` in bytes (0: 1 MiB). */
+/* Binds `listen` ("127.0.0.1:8080", ":8080", "8080", "[::1]:8080" — host defaults to 0.0.0.0;
+ * port 0 picks a free port, see ipl_httpd_port). Connections wait in the listen backlog until
+ * ipl_httpd_start. Returns NULL and logs on failure, with errno EINVAL for a malformed
+ * address, otherwise why it could not be bound (EADDRINUSE, EADDRNOTAVAIL, EACCES...).
+ * `max_body` in bytes (0: 1 MiB). */
 ipl_httpd_t *ipl_httpd_new(const char *listen, size_t max_body);
 void ipl_httpd_destroy(ipl_httpd_t **self_p); /* stops, waits for connection threads */
 
 /* Registers a handler for `method` ("GET", "POST", or "*") and an exact `path`, or a prefix
- * when `path` ends in '*' (e.g. "/debug/" followed by '*'). First match wins, in registration order. An unmatched
- * path gets 404, a matched path with another method 405, both with JSON error bodies.
- * Register every route before ipl_httpd_start. Strings are copied. */
+ * when `path` ends in '*' (e.g. "/debug/" followed by '*'). First match wins, in registration
+ * order. An unmatched path gets 404, a matched path with another method 405, both with JSON error
+ * bodies. Register every route before ipl_httpd_start. Strings are copied. A GET route also answers
+ * HEAD. A NULL `self` (no server, e.g. the admin server is off) ignores the route. */
 void ipl_httpd_route(ipl_httpd_t *self, const char *method, const char *path,
                      ipl_http_handler_fn *fn, void *arg);
 
-int ipl_httpd_start(ipl_httpd_t *self);     /* 0 or IPL_E_IO */
+int ipl_httpd_start(ipl_httpd_t *self);      /* 0 or IPL_E_IO */
 int ipl_httpd_port(const ipl_httpd_t *self); /* the bound port */
 
 /* Request accessors. Pointers are borrowed and valid during the handler call only. */
@@ -50,22 +58,26 @@ const char *ipl_http_req_method(const ipl_http_req_t *req);
 const char *ipl_http_req_path(const ipl_http_req_t *req);
 const char *ipl_http_req_header(const ipl_http_req_t *req, const char *name); /* or NULL */
 const char *ipl_http_req_query(const ipl_http_req_t *req, const char *key);   /* or NULL */
-const char *ipl_http_req_body(const ipl_http_req_t *req, size_t *len); /* NUL-terminated */
+const char *ipl_http_req_body(const ipl_http_req_t *req, size_t *len);        /* NUL-terminated */
 
 /* Buffered response. `body` is copied. */
 void ipl_http_resp_set(ipl_http_resp_t *resp, int status, const char *content_type,
                        const char *body, size_t len);
 /* Buffered response taking ownership of a malloc'd body. */
-void ipl_http_resp_take(ipl_http_resp_t *resp, int status, const char *content_type,
-                        char **body_p, size_t len);
+void ipl_http_resp_take(ipl_http_resp_t *resp, int status, const char *content_type, char **body_p,
+                        size_t len);
 /* Adds a response header (copied). May be called before either kind of response. */
 void ipl_http_resp_header(ipl_http_resp_t *resp, const char *name, const char *value);
 /* An OpenAI-shaped JSON error: {"error":{"message":..,"type":..,"param":null,"code":status}}
  * `type` e.g. "invalid_request_error", "not_found_error", "server_error". */
-void ipl_http_resp_error(ipl_http_resp_t *resp, int status, const char *type,
-                         const char *message);
+void ipl_http_resp_error(ipl_http_resp_t *resp, int status, const char *type, const char *message);
 /* Streamed response: returns the write end of a pipe (the caller owns it and must close it),
- * or -1 on failure (then a 500 is sent). */
+ * or -1 on failure (then a 500 is sent). The response starts when the handler returns, so a
+ * handler that writes before returning must stay within the pipe's capacity (64 KiB) or
+ * it blocks forever; hand the fd to a producer thread instead. Writes block while the client
+ * reads slowly (back-pressure). The stream ends when the fd is closed; the server ends it
+ * early when the client hangs up or the server is destroyed, and the producer's next write
+ * then fails with EPIPE. There is no idle timeout on a stream. */
 int ipl_http_resp_stream(ipl_http_resp_t *resp, int status, const char *content_type);
 
 /* Writes all of buf to fd, retrying on EINTR/partial writes. 0, or IPL_E_IO (errno set;

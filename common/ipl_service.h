@@ -17,6 +17,8 @@
  *       ipl_httpd_route(ipl_admin_httpd(ipl_service_admin(svc)), "GET", "/debug/x", fn, st);
  *       ipl_service_serve(svc);                       // admin HTTP starts answering
  *       while (!ipl_signal_stopping()) { ... poll, including ipl_signal_fd() ... }
+ *       ipl_service_stop(svc);                        // admin handlers done
+ *       ... destroy what the handlers read and what updates metrics ...
  *       ipl_service_destroy(&svc);
  *   }
  */
@@ -34,8 +36,16 @@ typedef struct ipl_service ipl_service_t;
 /* `name` is the service name ("gateway"); the binary is inferplane-<name>. Strings copied. */
 ipl_service_t *ipl_service_new(const char *name, const char *summary,
                                const char *default_admin_listen);
-/* Stops the admin server and frees everything the service owns. */
+/* Stops the admin server (ipl_service_stop) and frees everything the service owns,
+ * including the metrics registry and the config's strings. */
 void ipl_service_destroy(ipl_service_t **self_p);
+
+/* Stops the admin server and waits for its handlers; the metrics registry and the config
+ * stay valid until destroy. For an orderly shutdown of a service whose state is read by
+ * admin handlers (readiness, /debug) and updates metrics:
+ *     ipl_service_stop(svc); my_state_destroy(&st); ipl_service_destroy(&svc);
+ * Idempotent. Logs "stopped". */
+void ipl_service_stop(ipl_service_t *self);
 
 ipl_config_t *ipl_service_config(ipl_service_t *self);
 
