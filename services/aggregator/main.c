@@ -72,7 +72,8 @@ int main(int argc, char **argv)
              ipl_log_quote(q[2], sizeof q[2], aggregator_server_endpoint(server, 2)));
 
     rc = aggregator_server_run(server);
-    ipl_service_destroy(&svc); /* admin stopped before the state it renders goes away */
+    ipl_service_stop(svc); /* admin stopped before the state it reads goes away */
     aggregator_server_destroy(&server);
+    ipl_service_destroy(&svc);
     return rc == 0 ? 0 : 1;
 }

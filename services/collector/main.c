@@ -76,7 +76,8 @@ int main(int argc, char **argv)
              ipl_log_quote(q, sizeof q, aggregators), collector_node_nworkers(node),
              (workers && *workers) ? "static" : "policy");
     rc = collector_node_run(node);
-    ipl_service_destroy(&svc); /* admin stopped before the node it reads goes away */
+    ipl_service_stop(svc); /* admin stopped before the state it reads goes away */
     collector_node_destroy(&node);
+    ipl_service_destroy(&svc);
     return rc == 0 ? 0 : 1;
 }

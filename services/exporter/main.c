@@ -118,7 +118,8 @@ int main(int argc, char **argv)
              (unsigned long long)exporter_series_records(series),
              (unsigned long long)exporter_series_dropped(series));
     zsock_destroy(&pull);
-    ipl_service_destroy(&svc); /* admin stopped before the series it renders go away */
+    ipl_service_stop(svc); /* admin stopped before the state it reads goes away */
     exporter_series_destroy(&series);
+    ipl_service_destroy(&svc);
     return 0;
 }
