@@ -1,0 +1,60 @@
+/*
+ * decider_http — the JSON face of a decision, for HTTP POST /v1/route and inferplanectl.
+ *
+ * Request (a JSON object):
+ *   {"model": str, "tenant"?: str, "strategy"?: str,
+ *    and exactly one of
+ *      "prompt": str                      tokenized (ipl_tokenizer) and hashed (ipl_hash) here
+ *      "messages": [chat messages]        rendered with ipl_chat (generation prompt added)
+ *      "block_hashes": [u64, ...]         as JSON numbers (exact up to 2^53) or decimal /
+ *                                         0x-hex strings; with "prompt_tokens"?: int and
+ *                                         "block_size"?: int (default: the pool's)}
+ *
+ * Response: decider_http_render() — {"endpoint", "worker", "pool", "model",
+ * "predicted_ttft_ms", "cached_tokens", "prompt_tokens", "strategy", "reason", "detail",
+ * "candidates": [{worker, url, predicted_ttft_ms, cached_tokens, running, waiting, inflight,
+ * kv_usage, eligible, note}], "state_seq"}; a failed decision adds an OpenAI-shaped "error".
+ */
+#ifndef DECIDER_HTTP_H
+#define DECIDER_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "decider_router.h"
+#include "ipl_tokenizer.h"
+
+#define DECIDER_HTTP_MAX_HASHES 65536u
+
+/* A parsed request; owns its strings and hashes. */
+typedef struct {
+    decider_request_t req; /* points into the fields below */
+    char *model, *tenant, *strategy;
+    char *text; /* prompt or rendered messages (NULL for block_hashes) */
+    uint64_t *hashes;
+    size_t nhashes;
+    uint64_t block_size; /* given with block_hashes; 0 = the pool's */
+    uint64_t prompt_tokens;
+} decider_http_request_t;
+
+/* Parses a JSON body. Returns 0, or IPL_E_INVAL with a message for a 400 in `err`. On
+ * success the caller frees with decider_http_request_clear. */
+int decider_http_parse(const char *body, size_t len, decider_http_request_t *out, char *err,
+                       size_t errlen);
+
+/* For prompt/messages: tokenizes `text` and hashes its full blocks of `block_size` tokens,
+ * filling req.hashes and req.prompt_tokens. No-op for block_hashes. 0 or IPL_E_NOMEM. */
+int decider_http_hash(decider_http_request_t *r, const ipl_tokenizer_t *tok, uint64_t block_size);
+
+void decider_http_request_clear(decider_http_request_t *r);
+
+/* The block size the pool serving `model` uses (16 when no pool serves it). */
+uint64_t decider_http_block_size(const ipl_policy_t *policy, const char *model);
+
+/* The HTTP status for a decision status: 200, 400, 404, 429 or 503. */
+int decider_http_status(int route_status);
+
+/* Renders the decision as JSON (malloc'd, the caller frees). NULL on allocation failure. */
+char *decider_http_render(const decider_decision_t *d, uint64_t prompt_tokens);
+
+#endif

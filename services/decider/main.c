@@ -1,0 +1,117 @@
+/*
+ * inferplane-decider — answers "where should this request go?" from a local replica of the
+ * cluster state and the compiled policy (see decider_server.h for the sockets and threads,
+ * decider_router.h for the choice).
+ */
+#include <stdio.h>
+
+#include "decider_router.h"
+#include "decider_server.h"
+#include "ipl_log.h"
+#include "ipl_service.h"
+
+int main(int argc, char **argv)
+{
+    decider_server_config_t cfg = {0};
+    decider_router_config_defaults(&cfg.router);
+    char *listen = NULL, *state_sub = NULL, *state_snapshot = NULL, *policy_sub = NULL,
+         *policy_req = NULL, *strategy = NULL;
+    double prefill_tps = 0, running_cost_ms = 0;
+    int64_t load_gate = 0, ttl_ms = 0, stale_ms = 0, seed = 0, snapshot_timeout_ms = 0;
+
+    ipl_service_t *svc = ipl_service_new("decider",
+                                         "decision server: picks the worker for each request "
+                                         "from a replica of the cluster state and the policy",
+                                         "127.0.0.1:9104");
+    if (!svc) return 2;
+    ipl_config_t *c = ipl_service_config(svc);
+    ipl_config_add(c, "listen", IPL_OPT_STR, &listen, "tcp://127.0.0.1:7021",
+                   "ZeroMQ endpoint to bind the ROUTER that answers ROUTE_REQ");
+    ipl_config_add(c, "state-sub", IPL_OPT_STR, &state_sub, "tcp://127.0.0.1:7002",
+                   "aggregator's PUB endpoint (state deltas)");
+    ipl_config_add(c, "state-snapshot", IPL_OPT_STR, &state_snapshot, "tcp://127.0.0.1:7003",
+                   "aggregator's ROUTER endpoint (state snapshots)");
+    ipl_config_add(c, "policy-sub", IPL_OPT_STR, &policy_sub, "tcp://127.0.0.1:7011",
+                   "policy service's PUB endpoint");
+    ipl_config_add(c, "policy-req", IPL_OPT_STR, &policy_req, "tcp://127.0.0.1:7012",
+                   "policy service's ROUTER endpoint (POLICY_REQ)");
+    ipl_config_add(c, "strategy", IPL_OPT_STR, &strategy, "ttft",
+                   "strategy for pools that name none: ttft, least-loaded, random");
+    ipl_config_add(c, "prefill-tokens-per-s", IPL_OPT_DOUBLE, &prefill_tps, "3000",
+                   "prefill speed of a worker, for predicted TTFT");
+    ipl_config_add(c, "running-cost-ms", IPL_OPT_DOUBLE, &running_cost_ms, "5",
+                   "predicted extra wait per running request (ms)");
+    ipl_config_add(c, "load-gate", IPL_OPT_INT, &load_gate, "4",
+                   "a worker whose queue (waiting + in flight) exceeds the least loaded one's "
+                   "by more than this is not eligible");
+    ipl_config_add(c, "optimistic-ttl-ms", IPL_OPT_INT, &ttl_ms, "2000",
+                   "after routing a prompt, assume the worker caches it for this long (0: off)");
+    ipl_config_add(c, "stale-ms", IPL_OPT_INT, &stale_ms, "5000",
+                   "state silent for longer than this: cache terms ignored (load only)");
+    ipl_config_add(c, "snapshot-timeout-ms", IPL_OPT_INT, &snapshot_timeout_ms, "5000",
+                   "re-request a state snapshot that made no progress for this long");
+    ipl_config_add(c, "seed", IPL_OPT_INT, &seed, "0",
+                   "seed for tie-breaks and the random strategy (0: from the clock)");
+    int rc = ipl_service_start(svc, argc, argv);
+    if (rc != 0) {
+        ipl_service_destroy(&svc);
+        return rc > 0 ? 0 : 2;
+    }
+    const char *bad = NULL;
+    if (!decider_router_strategy_known(strategy))
+        bad = "--strategy must be one of: ttft, least-loaded, random";
+    else if (!(prefill_tps > 0))
+        bad = "--prefill-tokens-per-s must be above 0";
+    else if (running_cost_ms < 0 || load_gate < 0 || ttl_ms < 0 || stale_ms < 1 || seed < 0 ||
+             snapshot_timeout_ms < 100)
+        bad = "--running-cost-ms, --load-gate, --optimistic-ttl-ms and --seed must be >= 0, "
+              "--stale-ms >= 1 and --snapshot-timeout-ms >= 100";
+    if (bad) {
+        fprintf(stderr, "inferplane-decider: %s\n", bad);
+        ipl_service_destroy(&svc);
+        return 2;
+    }
+    cfg.listen = listen;
+    cfg.state_sub = state_sub;
+    cfg.state_snapshot = state_snapshot;
+    cfg.policy_sub = policy_sub;
+    cfg.policy_req = policy_req;
+    cfg.router.default_strategy = strategy;
+    cfg.router.prefill_tokens_per_s = prefill_tps;
+    cfg.router.running_cost_s = running_cost_ms / 1000.0;
+    cfg.router.load_gate = (uint64_t)load_gate;
+    cfg.router.optimistic_ttl_ms = (uint64_t)ttl_ms;
+    cfg.router.stale_ms = (uint64_t)stale_ms;
+    cfg.router.seed = (uint64_t)seed;
+    cfg.snapshot_timeout_ms = (uint64_t)snapshot_timeout_ms;
+    cfg.max_buffered = 1000000;
+
+    char err[512];
+    decider_server_t *server = decider_server_new(&cfg, ipl_service_metrics(svc), err, sizeof err);
+    if (!server) {
+        fprintf(stderr, "inferplane-decider: %s\n", err);
+        ipl_service_destroy(&svc);
+        return 2;
+    }
+    ipl_admin_t *admin = ipl_service_admin(svc);
+    if (admin) {
+        ipl_admin_set_ready(admin, decider_server_ready, server);
+        decider_server_register(server, ipl_admin_httpd(admin));
+    }
+    if (ipl_service_serve(svc) != 0) {
+        fprintf(stderr, "inferplane-decider: cannot start the admin server\n");
+        decider_server_destroy(&server);
+        ipl_service_destroy(&svc);
+        return 2;
+    }
+    char q1[256], q2[256], q3[256];
+    IPL_INFO("listening", "listen=%s state_sub=%s state_snapshot=%s strategy=%s",
+             ipl_log_quote(q1, sizeof q1, listen), ipl_log_quote(q2, sizeof q2, state_sub),
+             ipl_log_quote(q3, sizeof q3, state_snapshot), strategy);
+    decider_server_run(server);
+    IPL_INFO("stopping", NULL);
+    ipl_service_stop(svc); /* admin stopped before the state its handlers read goes away */
+    decider_server_destroy(&server);
+    ipl_service_destroy(&svc);
+    return 0;
+}

@@ -1,0 +1,350 @@
+/*
+ * Unit tests of decider_router on hand-computed cases.
+ *
+ * Fixture: pool "chat" (model "m", block size 4) with workers a, b, c; prefill 1000 tokens/s,
+ * 10 ms per running request, 100 mean uncached tokens per request (so a queued request costs
+ * 0.1 s), load gate 2. A 100-block prompt of 400 tokens; b holds its first 80 blocks.
+ *
+ *   a: running 1, waiting 0:  0 × 0.1 + 1 × 0.01 + 400 / 1000         = 0.41 s
+ *   b: running 0, waiting 1:  1 × 0.1 + 0        + (400 − 320) / 1000 = 0.18 s  ← ttft wins
+ *   c: idle:                  0                  + 400 / 1000         = 0.40 s
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../decider_router.h"
+#include "../decider_state.h"
+#include "ipl_error.h"
+#include "ipl_log.h"
+
+#define NB   100
+#define WALL 1000000u // wall ms of "now" in these tests
+#define MONO 5000u
+
+static uint64_t s_hashes[NB];
+static ipl_pool_t s_pools[] = {{.name = "chat", .model = "m", .strategy = ""}};
+static ipl_worker_t s_workers[] = {
+    {.name = "a", .pool = "chat", .model = "m-up", .url = "http://a", .block_size = 4},
+    {.name = "b", .pool = "chat", .model = "m-up", .url = "http://b", .block_size = 4},
+    {.name = "c", .pool = "chat", .model = "m-up", .url = "http://c", .block_size = 4},
+};
+static ipl_policy_t s_policy = {.version = 1,
+                                .source = "t",
+                                .pools = s_pools,
+                                .pools_len = 1,
+                                .workers = s_workers,
+                                .workers_len = 3};
+
+typedef struct {
+    decider_state_t *state;
+    decider_router_t *router;
+    decider_decision_t d;
+} s_fix_t;
+
+static void s_load(decider_state_t *st, const char *w, uint64_t running, uint64_t waiting,
+                   uint64_t health, uint64_t kv_state, uint64_t ts_ms)
+{
+    ipl_msg_t m = {.type = IPL_MSG_LOAD};
+    m.u.load = (ipl_load_t){.worker = (char *)w,
+                            .ts_ms = ts_ms,
+                            .running = running,
+                            .waiting = waiting,
+                            .block_size = 4,
+                            .health = health,
+                            .kv_state = kv_state};
+    assert_int_equal(decider_state_apply(st, &m, 0), 0);
+}
+
+static void s_store(decider_state_t *st, const char *w, size_t n)
+{
+    ipl_msg_t m = {.type = IPL_MSG_KV_EVENT};
+    m.u.kv_event = (ipl_kv_event_t){
+        .worker = (char *)w, .op = IPL_KV_OP_STORED, .hashes = s_hashes, .hashes_len = (uint32_t)n};
+    assert_int_equal(decider_state_apply(st, &m, 0), 0);
+}
+
+static int s_setup(void **state)
+{
+    static s_fix_t f;
+    for (int i = 0; i < NB; i++)
+        s_hashes[i] = 0xabc000 + (uint64_t)i;
+    decider_router_config_t cfg;
+    decider_router_config_defaults(&cfg);
+    cfg.prefill_tokens_per_s = 1000;
+    cfg.running_cost_s = 0.01;
+    cfg.initial_request_tokens = 100;
+    cfg.load_gate = 2;
+    cfg.seed = 1;
+    f.router = decider_router_new(&cfg);
+    f.state = decider_state_new();
+    s_load(f.state, "a", 1, 0, IPL_HEALTH_UP, IPL_KV_EXACT, WALL - 10);
+    s_load(f.state, "b", 0, 1, IPL_HEALTH_UP, IPL_KV_EXACT, WALL - 10);
+    s_load(f.state, "c", 0, 0, IPL_HEALTH_UP, IPL_KV_EXACT, WALL - 10);
+    s_store(f.state, "b", 80);
+    decider_decision_init(&f.d);
+    *state = &f;
+    return 0;
+}
+
+static int s_teardown(void **state)
+{
+    s_fix_t *f = *state;
+    decider_router_destroy(&f->router);
+    decider_state_destroy(&f->state);
+    decider_decision_clear(&f->d);
+    return 0;
+}
+
+static const decider_request_t s_req = {
+    .model = "m", .prompt_tokens = 400, .block_size = 4, .hashes = s_hashes, .nhashes = NB};
+
+static int s_route(s_fix_t *f, const decider_request_t *req)
+{
+    return decider_router_route_at(f->router, &s_policy, f->state, 0, req, &f->d, WALL, MONO);
+}
+
+static const decider_candidate_t *s_cand(const s_fix_t *f, const char *name)
+{
+    for (uint32_t i = 0; i < f->d.ncands; i++)
+        if (!strcmp(f->d.cands[i].c.worker, name)) return &f->d.cands[i];
+    fail_msg("no candidate %s", name);
+    return NULL;
+}
+
+static void test_ttft_prefers_the_cached_worker(void **state)
+{
+    s_fix_t *f = *state;
+    assert_int_equal(s_route(f, &s_req), IPL_ROUTE_OK);
+    assert_string_equal(f->d.worker->name, "b");
+    assert_string_equal(f->d.worker->url, "http://b");
+    assert_string_equal(f->d.worker->model, "m-up");
+    assert_string_equal(f->d.pool->name, "chat");
+    assert_string_equal(f->d.reason, "cache_hit");
+    assert_string_equal(f->d.strategy, "ttft");
+    assert_int_equal(f->d.cached_tokens, 320);
+    assert_float_equal(f->d.predicted_ttft_s, 0.18, 1e-9);
+    assert_float_equal(s_cand(f, "a")->c.predicted_ttft_s, 0.41, 1e-9);
+    assert_float_equal(s_cand(f, "c")->c.predicted_ttft_s, 0.40, 1e-9);
+    assert_int_equal(s_cand(f, "a")->c.cached_tokens, 0);
+    assert_int_equal(s_cand(f, "b")->c.waiting, 1);
+    assert_int_equal(s_cand(f, "a")->c.running, 1);
+    assert_true(s_cand(f, "a")->c.eligible && s_cand(f, "b")->c.eligible);
+    assert_non_null(strstr(f->d.detail, "b has 320 of 400 prompt tokens cached"));
+    assert_non_null(strstr(f->d.detail, "next best c 400.0 ms"));
+    // The request-size average learned the 80 uncached tokens: 100 + 0.1 × (80 − 100).
+    assert_float_equal(decider_router_mean_request_tokens(f->router), 98.0, 1e-9);
+}
+
+static void test_load_gate(void **state)
+{
+    s_fix_t *f = *state;
+    // b with 3 waiting: 3 × 0.1 + 0.08 = 0.38 s would still be best, but 3 > 0 + 2.
+    s_load(f->state, "b", 0, 3, IPL_HEALTH_UP, IPL_KV_EXACT, WALL - 10);
+    assert_int_equal(s_route(f, &s_req), IPL_ROUTE_OK);
+    assert_string_equal(f->d.worker->name, "c");
+    assert_string_equal(f->d.reason, "load_gate");
+    assert_false(s_cand(f, "b")->c.eligible);
+    assert_string_equal(s_cand(f, "b")->c.note, "load gate: queue 3 > least loaded 0 + 2");
+    assert_float_equal(s_cand(f, "b")->c.predicted_ttft_s, 0.38, 1e-9);
+    assert_non_null(strstr(f->d.detail, "b holds 320 cached tokens but its queue 3"));
+}
+
+static void test_gated_worker_that_loses_anyway_is_not_the_reason(void **state)
+{
+    s_fix_t *f = *state;
+    // b with 5 waiting: 0.58 s, worse than c's 0.40 s without any gate.
+    s_load(f->state, "b", 0, 5, IPL_HEALTH_UP, IPL_KV_EXACT, WALL - 10);
+    assert_int_equal(s_route(f, &s_req), IPL_ROUTE_OK);
+    assert_string_equal(f->d.worker->name, "c");
+    assert_string_equal(f->d.reason, "least_loaded");
+}
+
+static void test_degraded_down_and_unsampled(void **state)
+{
+    s_fix_t *f = *state;
+    s_load(f->state, "b", 0, 1, IPL_HEALTH_UP, IPL_KV_DEGRADED, WALL - 10);
+    assert_int_equal(s_route(f, &s_req), IPL_ROUTE_OK);
+    assert_int_equal(s_cand(f, "b")->c.cached_tokens, 0);
+    assert_string_equal(s_cand(f, "b")->c.note, "kv degraded: load only");
+    assert_float_equal(s_cand(f, "b")->c.predicted_ttft_s, 0.5, 1e-9);
+    assert_string_equal(f->d.worker->name, "c");
+    assert_string_equal(f->d.reason, "least_loaded");
+
+    s_load(f->state, "b", 0, 1, IPL_HEALTH_DOWN, IPL_KV_EXACT, WALL - 10);
+    s_load(f->state, "a", 0, 0, IPL_HEALTH_UNKNOWN, IPL_KV_EXACT, WALL - 10);
+    ipl_worker_t workers[4];
+    memcpy(workers, s_workers, sizeof s_workers);
+    workers[3] = (ipl_worker_t){
+        .name = "d", .pool = "chat", .model = "m", .url = "http://d", .block_size = 4};
+    ipl_policy_t p = s_policy;
+    p.workers = workers;
+    p.workers_len = 4;
+    assert_int_equal(decider_router_route_at(f->router, &p, f->state, 0, &s_req, &f->d, WALL, MONO),
+                     IPL_ROUTE_OK);
+    assert_false(s_cand(f, "b")->c.eligible);
+    assert_string_equal(s_cand(f, "b")->c.note, "down");
+    assert_false(s_cand(f, "d")->c.eligible);
+    assert_string_equal(s_cand(f, "d")->c.note, "no load sample yet");
+    assert_string_equal(s_cand(f, "a")->c.note, "health unknown: load only");
+    assert_true(s_cand(f, "a")->c.eligible);
+
+    // Only a worker whose cache cannot be trusted is left: load_only.
+    s_load(f->state, "c", 0, 0, IPL_HEALTH_DOWN, IPL_KV_EXACT, WALL - 10);
+    assert_int_equal(s_route(f, &s_req), IPL_ROUTE_OK);
+    assert_string_equal(f->d.worker->name, "a");
+    assert_string_equal(f->d.reason, "load_only");
+
+    // Nobody: no_worker, naming each one's state.
+    s_load(f->state, "a", 0, 0, IPL_HEALTH_DOWN, IPL_KV_EXACT, WALL - 10);
+    assert_int_equal(s_route(f, &s_req), IPL_ROUTE_NO_WORKER);
+    assert_string_equal(f->d.reason, "no_worker");
+    assert_int_equal(f->d.winner, -1);
+    assert_null(f->d.worker);
+    assert_string_equal(f->d.detail, "no worker of pool \"chat\" can take requests: a down, b "
+                                     "down, c down");
+}
+
+static void test_stale_state_and_block_size_mismatch(void **state)
+{
+    s_fix_t *f = *state;
+    assert_int_equal(
+        decider_router_route_at(f->router, &s_policy, f->state, 6000, &s_req, &f->d, WALL, MONO),
+        IPL_ROUTE_OK);
+    assert_int_equal(s_cand(f, "b")->c.cached_tokens, 0);
+    assert_string_equal(s_cand(f, "b")->c.note, "state stale (6000 ms): load only");
+    assert_string_equal(f->d.reason, "load_only");
+
+    decider_request_t req = s_req;
+    req.block_size = 8;
+    assert_int_equal(s_route(f, &req), IPL_ROUTE_OK);
+    assert_int_equal(s_cand(f, "b")->c.cached_tokens, 0);
+    assert_string_equal(s_cand(f, "b")->c.note, "block size 4 != request's 8: load only");
+}
+
+static void test_inflight_and_optimistic_blocks(void **state)
+{
+    s_fix_t *f = *state;
+    uint64_t other[NB];
+    for (int i = 0; i < NB; i++)
+        other[i] = 0xdef000 + (uint64_t)i;
+    decider_request_t req = {
+        .model = "m", .prompt_tokens = 400, .block_size = 4, .hashes = other, .nhashes = NB};
+    // Nobody holds it: c (0.40) beats a (0.41) and b (0.50).
+    assert_int_equal(s_route(f, &req), IPL_ROUTE_OK);
+    assert_string_equal(f->d.worker->name, "c");
+    assert_string_equal(f->d.reason, "least_loaded");
+    // The same prompt again: c is assumed to hold it now (optimistic), with one in flight.
+    assert_int_equal(s_route(f, &req), IPL_ROUTE_OK);
+    assert_string_equal(f->d.worker->name, "c");
+    assert_string_equal(f->d.reason, "cache_hit");
+    assert_int_equal(s_cand(f, "c")->c.inflight, 1);
+    assert_int_equal(s_cand(f, "c")->c.cached_tokens, 400);
+    assert_int_equal(decider_router_optimistic_blocks(f->router), NB);
+    // A new load sample of c (taken after those routings) absorbs the in-flight count.
+    s_load(f->state, "c", 2, 0, IPL_HEALTH_UP, IPL_KV_EXACT, WALL + 1);
+    assert_int_equal(
+        decider_router_route_at(f->router, &s_policy, f->state, 0, &req, &f->d, WALL + 2, MONO),
+        IPL_ROUTE_OK);
+    assert_int_equal(s_cand(f, "c")->c.inflight, 0);
+    // Past the TTL (2 s; at most 1.5 × TTL) the assumption is gone: KV events did not confirm.
+    assert_int_equal(decider_router_route_at(f->router, &s_policy, f->state, 0, &req, &f->d,
+                                             WALL + 3, MONO + 3001),
+                     IPL_ROUTE_OK);
+    assert_int_equal(s_cand(f, "c")->c.cached_tokens, 0);
+}
+
+static void test_distinct_prompts_spread(void **state)
+{
+    s_fix_t *f = *state;
+    s_load(f->state, "a", 0, 0, IPL_HEALTH_UP, IPL_KV_EXACT, WALL - 10);
+    s_load(f->state, "b", 0, 0, IPL_HEALTH_UP, IPL_KV_EXACT, WALL - 10);
+    int seen[3] = {0};
+    for (int k = 0; k < 3; k++) {
+        uint64_t h[4] = {0x51000 + (uint64_t)k * 16, 2, 3, 4};
+        decider_request_t req = {.model = "m", .prompt_tokens = 16, .hashes = h, .nhashes = 4};
+        assert_int_equal(s_route(f, &req), IPL_ROUTE_OK);
+        seen[f->d.worker->name[0] - 'a']++;
+    }
+    assert_int_equal(seen[0], 1);
+    assert_int_equal(seen[1], 1);
+    assert_int_equal(seen[2], 1);
+}
+
+static void test_baselines(void **state)
+{
+    s_fix_t *f = *state;
+    decider_request_t req = s_req;
+    req.strategy = "least-loaded";
+    assert_int_equal(s_route(f, &req), IPL_ROUTE_OK);
+    assert_string_equal(f->d.worker->name, "c"); // queue 0, running 0
+    assert_string_equal(f->d.reason, "least_loaded");
+    assert_string_equal(f->d.strategy, "least-loaded");
+
+    s_load(f->state, "b", 0, 1, IPL_HEALTH_DOWN, IPL_KV_EXACT, WALL - 10);
+    req.strategy = "random";
+    int seen[3] = {0};
+    for (int i = 0; i < 200; i++) {
+        assert_int_equal(s_route(f, &req), IPL_ROUTE_OK);
+        assert_string_equal(f->d.reason, "random");
+        seen[f->d.worker->name[0] - 'a']++;
+    }
+    assert_int_equal(seen[1], 0); // never the DOWN worker
+    assert_true(seen[0] > 50 && seen[2] > 50);
+
+    // The pool's strategy applies when the request names none.
+    s_pools[0].strategy = "least-loaded";
+    assert_int_equal(s_route(f, &s_req), IPL_ROUTE_OK);
+    assert_string_equal(f->d.strategy, "least-loaded");
+    s_pools[0].strategy = "";
+}
+
+static void test_failures(void **state)
+{
+    s_fix_t *f = *state;
+    assert_int_equal(
+        decider_router_route_at(f->router, NULL, f->state, 0, &s_req, &f->d, WALL, MONO),
+        IPL_ROUTE_NOT_READY);
+    assert_string_equal(f->d.reason, "not_ready");
+    assert_non_null(strstr(f->d.detail, "no policy"));
+    assert_int_equal(
+        decider_router_route_at(f->router, &s_policy, NULL, 0, &s_req, &f->d, WALL, MONO),
+        IPL_ROUTE_NOT_READY);
+    assert_non_null(strstr(f->d.detail, "no state snapshot"));
+    decider_request_t req = s_req;
+    req.model = "gpt-x";
+    assert_int_equal(s_route(f, &req), IPL_ROUTE_NO_POOL);
+    assert_string_equal(f->d.reason, "no_pool");
+    assert_string_equal(f->d.detail, "no pool serves model \"gpt-x\" (known: m)");
+    req.model = "m";
+    req.strategy = "fastest";
+    assert_int_equal(s_route(f, &req), IPL_ROUTE_BAD_REQUEST);
+    assert_string_equal(f->d.reason, "bad_request");
+    assert_non_null(strstr(f->d.detail, "unknown strategy \"fastest\""));
+    assert_true(decider_router_strategy_known("ttft"));
+    assert_false(decider_router_strategy_known("fastest"));
+}
+
+int main(void)
+{
+    ipl_log_set_level(IPL_LOG_OFF);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_ttft_prefers_the_cached_worker, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_load_gate, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_gated_worker_that_loses_anyway_is_not_the_reason,
+                                        s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_degraded_down_and_unsampled, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_stale_state_and_block_size_mismatch, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_inflight_and_optimistic_blocks, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_distinct_prompts_spread, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_baselines, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_failures, s_setup, s_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

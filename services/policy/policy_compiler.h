@@ -1,0 +1,75 @@
+/*
+ * policy_compiler — turns a directory of policy YAML resources into the compiled policy.
+ *
+ * Resources (apiVersion inferplane.io/v1alpha1; crds/ holds their CustomResourceDefinitions,
+ * which describe exactly what this compiler accepts):
+ *
+ *   InferenceWorkerSet  spec: {model, blockSize?, workers: [{name, url, kvEvents?, replay?,
+ *                                                            metrics?}]}
+ *   InferencePool       spec: {model, strategy?, targets: [{workerSet}]}
+ *
+ * One compiler object is one compilation: add files (or strings), then finish. Every problem
+ * becomes one error line a person can act on, naming the place, the resource and the fix:
+ *
+ *   pool.yaml:14:7: InferencePool "chat": spec.targets[1].workerSet "qwen-big" does not exist
+ *   (known: qwen-small)
+ *
+ * Lines and columns are 1-based. Unknown fields are errors (with a did-you-mean), as are
+ * duplicate keys, duplicate resource names, worker names used twice anywhere (both places
+ * named) and references to resources that do not exist. Compilation continues after an error
+ * so that one run reports as many problems as possible (up to POLICY_COMPILER_MAX_ERRORS).
+ *
+ * The compiled policy is deterministic: pools sorted by name, workers by worker set name and
+ * then in file order, whatever the order of files and documents. Its version is 0; the
+ * service assigns versions. Not thread-safe; one compilation per object.
+ */
+#ifndef POLICY_COMPILER_H
+#define POLICY_COMPILER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "ipl_proto.h"
+
+#define POLICY_API_VERSION             "inferplane.io/v1alpha1"
+#define POLICY_COMPILER_MAX_ERRORS     50
+#define POLICY_COMPILER_MAX_FILE_BYTES (4u << 20)
+#define POLICY_COMPILER_MAX_WORKERS    1024 /* = IPL_INDEX_MAX_WORKERS: the decider's index limit */
+#define POLICY_COMPILER_MAX_TARGETS    64   /* worker sets per pool */
+#define POLICY_DEFAULT_BLOCK_SIZE      16
+
+typedef struct policy_compiler policy_compiler_t;
+
+policy_compiler_t *policy_compiler_new(void);
+void policy_compiler_destroy(policy_compiler_t **self_p);
+
+/* Adds every resource of a YAML stream (multi-document). `name` is the file name used in
+ * messages (copied). Returns the number of errors found in it (0 when clean). */
+int policy_compiler_add_string(policy_compiler_t *self, const char *name, const char *yaml,
+                               size_t len);
+/* Reads and adds one file; `name` as above (NULL: the path). Returns the number of errors. */
+int policy_compiler_add_file(policy_compiler_t *self, const char *path, const char *name);
+/* Adds every *.yaml and *.yml file of `dir` (not recursive; names starting with '.' skipped),
+ * in name order, each named by its file name. A directory with no such file is an error.
+ * Returns the number of errors. */
+int policy_compiler_add_dir(policy_compiler_t *self, const char *dir);
+
+/* Cross-resource checks and compilation. `source` becomes policy.source (copied; may be NULL).
+ * Returns the total number of errors (0: the policy is available). Call once. */
+int policy_compiler_finish(policy_compiler_t *self, const char *source);
+
+/* The compiled policy (version 0), borrowed from the compiler; NULL unless finish returned 0. */
+const ipl_policy_t *policy_compiler_policy(const policy_compiler_t *self);
+
+size_t policy_compiler_nerrors(const policy_compiler_t *self);
+const char *policy_compiler_error(const policy_compiler_t *self, size_t i); /* borrowed */
+/* Things that are legal but probably unintended (a worker set no pool targets). */
+size_t policy_compiler_nwarnings(const policy_compiler_t *self);
+const char *policy_compiler_warning(const policy_compiler_t *self, size_t i);
+size_t policy_compiler_nfiles(const policy_compiler_t *self);
+const char *policy_compiler_file(const policy_compiler_t *self, size_t i);
+
+/* True when `name` is a routing strategy pools may ask for (the decider implements it). */
+bool policy_strategy_known(const char *name);
+
+#endif

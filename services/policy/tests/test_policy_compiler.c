@@ -1,0 +1,551 @@
+/*
+ * Unit tests of policy_compiler: a valid policy compiles to the expected sorted view, and
+ * every error message appears with its file:line:column, the resource and the fix.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../policy_compiler.h"
+
+static const char *s_sets =
+    "apiVersion: inferplane.io/v1alpha1\n"
+    "kind: InferenceWorkerSet\n"
+    "metadata: {name: small}\n"
+    "spec:\n"
+    "  model: sim-model\n"
+    "  blockSize: 16\n"
+    "  workers:\n"
+    "    - name: w1\n"
+    "      url: http://127.0.0.1:8101/\n"
+    "      kvEvents: tcp://127.0.0.1:5601\n"
+    "      replay: tcp://127.0.0.1:5701\n"
+    "    - name: w0\n"
+    "      url: http://127.0.0.1:8100\n"
+    "      metrics: http://127.0.0.1:9100/metrics\n"
+    "---\n"
+    "apiVersion: inferplane.io/v1alpha1\n"
+    "kind: InferenceWorkerSet\n"
+    "metadata: {name: big}\n"
+    "spec:\n"
+    "  model: big-model\n"
+    "  blockSize: 32\n"
+    "  workers:\n"
+    "    - {name: b0, url: http://127.0.0.1:8200, kvEvents: tcp://127.0.0.1:5800}\n";
+
+static const char *s_pools = "apiVersion: inferplane.io/v1alpha1\n"
+                             "kind: InferencePool\n"
+                             "metadata:\n"
+                             "  name: chat\n"
+                             "  labels: {team: a}\n"
+                             "spec:\n"
+                             "  model: sim-model\n"
+                             "  strategy: least-loaded\n"
+                             "  targets:\n"
+                             "    - workerSet: small\n"
+                             "---\n"
+                             "apiVersion: inferplane.io/v1alpha1\n"
+                             "kind: InferencePool\n"
+                             "metadata: {name: big-chat}\n"
+                             "spec:\n"
+                             "  model: big\n"
+                             "  targets: [{workerSet: big}]\n";
+
+// Compiles `a` (as a.yaml) and `b` (as b.yaml, may be NULL). The caller destroys.
+static policy_compiler_t *s_compile(const char *a, const char *b, int *errors)
+{
+    policy_compiler_t *c = policy_compiler_new();
+    assert_non_null(c);
+    policy_compiler_add_string(c, "a.yaml", a, strlen(a));
+    if (b) policy_compiler_add_string(c, "b.yaml", b, strlen(b));
+    *errors = policy_compiler_finish(c, "test");
+    return c;
+}
+
+// Asserts that one error of the compilation contains every given fragment.
+static void s_expect(const char *a, const char *b, const char *frag1, const char *frag2)
+{
+    int n;
+    policy_compiler_t *c = s_compile(a, b, &n);
+    bool found = false;
+    for (size_t i = 0; i < policy_compiler_nerrors(c); i++) {
+        const char *e = policy_compiler_error(c, i);
+        if (strstr(e, frag1) && (!frag2 || strstr(e, frag2))) found = true;
+    }
+    if (!found) {
+        fprintf(stderr, "expected an error with [%s] [%s]; got %d:\n", frag1, frag2 ? frag2 : "",
+                n);
+        for (size_t i = 0; i < policy_compiler_nerrors(c); i++)
+            fprintf(stderr, "  %s\n", policy_compiler_error(c, i));
+    }
+    assert_true(found);
+    assert_true(n > 0);
+    assert_null(policy_compiler_policy(c));
+    policy_compiler_destroy(&c);
+    assert_null(c);
+}
+
+// A one-set, one-pool policy with `spec_set` and `spec_pool` as the specs' bodies.
+static char *s_doc(const char *set_body, const char *pool_body)
+{
+    char *out = NULL;
+    int rc = asprintf(&out,
+                      "apiVersion: inferplane.io/v1alpha1\n"
+                      "kind: InferenceWorkerSet\n"
+                      "metadata: {name: small}\n"
+                      "spec:\n%s"
+                      "---\n"
+                      "apiVersion: inferplane.io/v1alpha1\n"
+                      "kind: InferencePool\n"
+                      "metadata: {name: chat}\n"
+                      "spec:\n%s",
+                      set_body, pool_body);
+    assert_true(rc > 0);
+    return out;
+}
+
+#define S_SET_OK  "  model: m\n  workers:\n    - {name: w0, url: http://h:1}\n"
+#define S_POOL_OK "  model: m\n  targets:\n    - workerSet: small\n"
+
+static void s_expect_doc(const char *set_body, const char *pool_body, const char *f1,
+                         const char *f2)
+{
+    char *doc = s_doc(set_body, pool_body);
+    s_expect(doc, NULL, f1, f2);
+    free(doc);
+}
+
+static void test_valid_policy_compiles_sorted(void **state)
+{
+    (void)state;
+    int n;
+    policy_compiler_t *c = s_compile(s_pools, s_sets, &n); // order of files must not matter
+    for (size_t i = 0; i < policy_compiler_nerrors(c); i++)
+        fprintf(stderr, "%s\n", policy_compiler_error(c, i));
+    assert_int_equal(n, 0);
+    const ipl_policy_t *p = policy_compiler_policy(c);
+    assert_non_null(p);
+    assert_int_equal(p->version, 0);
+    assert_string_equal(p->source, "test");
+    assert_int_equal(p->pools_len, 2);
+    assert_string_equal(p->pools[0].name, "big-chat");
+    assert_string_equal(p->pools[0].model, "big");
+    assert_string_equal(p->pools[0].strategy, "");
+    assert_string_equal(p->pools[1].name, "chat");
+    assert_string_equal(p->pools[1].strategy, "least-loaded");
+    assert_int_equal(p->workers_len, 3);
+    // sets sorted by name (big, small), workers in file order within a set
+    assert_string_equal(p->workers[0].name, "b0");
+    assert_string_equal(p->workers[0].pool, "big-chat");
+    assert_string_equal(p->workers[0].model, "big-model");
+    assert_int_equal(p->workers[0].block_size, 32);
+    assert_string_equal(p->workers[0].replay_endpoint, "");
+    assert_string_equal(p->workers[1].name, "w1");
+    assert_string_equal(p->workers[1].url, "http://127.0.0.1:8101"); // trailing '/' dropped
+    assert_string_equal(p->workers[1].metrics_url, "http://127.0.0.1:8101/metrics");
+    assert_string_equal(p->workers[1].kv_endpoint, "tcp://127.0.0.1:5601");
+    assert_string_equal(p->workers[1].replay_endpoint, "tcp://127.0.0.1:5701");
+    assert_int_equal(p->workers[1].block_size, 16);
+    assert_string_equal(p->workers[2].name, "w0");
+    assert_string_equal(p->workers[2].kv_endpoint, "");
+    assert_string_equal(p->workers[2].metrics_url, "http://127.0.0.1:9100/metrics");
+    assert_int_equal(policy_compiler_nfiles(c), 2);
+    assert_string_equal(policy_compiler_file(c, 0), "a.yaml");
+    assert_int_equal(policy_compiler_nwarnings(c), 0);
+    policy_compiler_destroy(&c);
+}
+
+static void test_default_block_size_and_unused_set_warning(void **state)
+{
+    (void)state;
+    char *doc = s_doc(S_SET_OK, S_POOL_OK);
+    const char *extra = "kind: InferenceWorkerSet\n"
+                        "apiVersion: inferplane.io/v1alpha1\n"
+                        "metadata: {name: spare}\n"
+                        "spec: {model: m, workers: [{name: s0, url: 'https://x'}]}\n";
+    int n;
+    policy_compiler_t *c = s_compile(doc, extra, &n);
+    assert_int_equal(n, 0);
+    const ipl_policy_t *p = policy_compiler_policy(c);
+    assert_int_equal(p->workers_len, 2);
+    assert_int_equal(p->workers[1].block_size, POLICY_DEFAULT_BLOCK_SIZE);
+    assert_string_equal(p->workers[0].pool, "chat");
+    assert_string_equal(p->workers[1].name, "s0");
+    assert_string_equal(p->workers[1].pool, ""); // spare: watched, not routed to
+    assert_int_equal(policy_compiler_nwarnings(c), 1);
+    assert_non_null(
+        strstr(policy_compiler_warning(c, 0),
+               "b.yaml:3:18: InferenceWorkerSet \"spare\": no InferencePool targets it"));
+    policy_compiler_destroy(&c);
+    free(doc);
+}
+
+static void test_missing_worker_set_reference(void **state)
+{
+    (void)state;
+    const char *pool = "apiVersion: inferplane.io/v1alpha1\n"
+                       "kind: InferencePool\n"
+                       "metadata: {name: chat}\n"
+                       "spec:\n"
+                       "  model: sim-model\n"
+                       "  targets:\n"
+                       "    - workerSet: small\n"
+                       "    - workerSet: qwen-big\n";
+    const char *set = "apiVersion: inferplane.io/v1alpha1\n"
+                      "kind: InferenceWorkerSet\n"
+                      "metadata: {name: qwen-small}\n"
+                      "spec: {model: m, workers: [{name: w0, url: http://h:1}]}\n";
+    s_expect(pool, set,
+             "a.yaml:8:18: InferencePool \"chat\": spec.targets[1].workerSet \"qwen-big\" does "
+             "not exist",
+             "(known: qwen-small)");
+    // a close name gets a suggestion
+    s_expect(pool, set, "spec.targets[0].workerSet \"small\" does not exist", NULL);
+    const char *typo = "apiVersion: inferplane.io/v1alpha1\n"
+                       "kind: InferencePool\n"
+                       "metadata: {name: chat}\n"
+                       "spec: {model: m, targets: [{workerSet: qwen-smal}]}\n";
+    s_expect(typo, set, "did you mean \"qwen-small\"?", NULL);
+}
+
+static void test_unknown_fields_suggest(void **state)
+{
+    (void)state;
+    s_expect_doc(S_SET_OK, "  model: m\n  strategyy: ttft\n  targets: [{workerSet: small}]\n",
+                 "a.yaml:14:3: InferencePool \"chat\": spec.strategyy is not a known field; did "
+                 "you mean \"strategy\"?",
+                 "(known: model, strategy, targets)");
+    s_expect_doc("  model: m\n  workers:\n    - {name: w0, url: http://h:1, kvEvent: tcp://h:2}\n",
+                 S_POOL_OK,
+                 "spec.workers[0].kvEvent is not a known field; did you mean \"kvEvents\"?", NULL);
+    s_expect("apiVersion: inferplane.io/v1alpha1\nkind: InferencePool\nmetadata: {name: p}\n"
+             "spek: {}\n",
+             NULL,
+             "a.yaml:4:1: InferencePool \"p\": spek is not a known field; did you mean \"spec\"?",
+             NULL);
+    s_expect("apiVersion: inferplane.io/v1alpha1\nkind: InferencePool\n"
+             "metadata: {name: p, nmae: x}\nspec: {}\n",
+             NULL, "metadata.nmae is not a known field; did you mean \"name\"?", NULL);
+    s_expect_doc(S_SET_OK, "  model: m\n  targets: [{workerSet: small, weight: 2}]\n",
+                 "spec.targets[0].weight is not a known field", "(known: workerSet)");
+}
+
+static void test_duplicate_worker_names_name_both_places(void **state)
+{
+    (void)state;
+    char *doc = s_doc(S_SET_OK, S_POOL_OK);
+    const char *other = "apiVersion: inferplane.io/v1alpha1\n"
+                        "kind: InferenceWorkerSet\n"
+                        "metadata: {name: zz}\n"
+                        "spec:\n"
+                        "  model: m\n"
+                        "  workers:\n"
+                        "    - name: w9\n"
+                        "      url: http://h:9\n"
+                        "    - name: w0\n"
+                        "      url: http://h:2\n";
+    s_expect(doc, other,
+             "b.yaml:9:13: InferenceWorkerSet \"zz\": spec.workers[1].name \"w0\" is already used "
+             "by InferenceWorkerSet \"small\" (spec.workers[0]) at a.yaml:7:14",
+             "worker names must be unique in the cluster");
+    free(doc);
+    // within one set, and a duplicate url
+    s_expect_doc("  model: m\n  workers:\n    - {name: w0, url: http://h:1}\n"
+                 "    - {name: w0, url: http://h:2}\n",
+                 S_POOL_OK,
+                 "spec.workers[1].name \"w0\" is already used by InferenceWorkerSet "
+                 "\"small\" (spec.workers[0]) at a.yaml:7:14",
+                 NULL);
+    s_expect_doc("  model: m\n  workers:\n    - {name: w0, url: http://h:1}\n"
+                 "    - {name: w1, url: http://h:1/}\n",
+                 S_POOL_OK, "spec.workers[1] (\"w1\") has the url http://h:1 of worker \"w0\"",
+                 "each worker needs its own url");
+}
+
+static void test_duplicate_resources(void **state)
+{
+    (void)state;
+    char *doc = s_doc(S_SET_OK, S_POOL_OK);
+    const char *again = "apiVersion: inferplane.io/v1alpha1\n"
+                        "kind: InferencePool\n"
+                        "metadata: {name: chat}\n"
+                        "spec: {model: other, targets: [{workerSet: small}]}\n";
+    s_expect(doc, again,
+             "b.yaml:3:18: InferencePool \"chat\": metadata.name is already used by the "
+             "InferencePool at a.yaml:11:18",
+             "rename one of them");
+    const char *set_again = "apiVersion: inferplane.io/v1alpha1\n"
+                            "kind: InferenceWorkerSet\n"
+                            "metadata: {name: small}\n"
+                            "spec: {model: m, workers: [{name: x0, url: http://x:1}]}\n";
+    s_expect(doc, set_again,
+             "InferenceWorkerSet \"small\": metadata.name is already used by the "
+             "InferenceWorkerSet at",
+             NULL);
+    const char *same_model = "apiVersion: inferplane.io/v1alpha1\n"
+                             "kind: InferencePool\n"
+                             "metadata: {name: chat2}\n"
+                             "spec: {model: m, targets: [{workerSet: small}]}\n";
+    s_expect(doc, same_model,
+             "InferencePool \"chat2\": spec.model \"m\" is already served by InferencePool "
+             "\"chat\" at a.yaml:13:10",
+             "one pool per model");
+    s_expect(doc, same_model, "already belongs to InferencePool \"chat\"",
+             "a worker set serves one pool");
+    free(doc);
+    s_expect_doc(S_SET_OK, "  model: m\n  targets: [{workerSet: small}, {workerSet: small}]\n",
+                 "spec.targets[1].workerSet \"small\" is listed twice", NULL);
+    s_expect_doc("  model: m\n  workers:\n    - {name: w0, url: http://h:1}\n"
+                 "  model: n\n",
+                 S_POOL_OK,
+                 "a.yaml:8:3: InferenceWorkerSet \"small\": spec.model is given twice "
+                 "(first at line 5)",
+                 NULL);
+}
+
+static void test_block_sizes_must_match_in_pool(void **state)
+{
+    (void)state;
+    char *doc = s_doc(S_SET_OK, "  model: m\n  targets: [{workerSet: small}, {workerSet: big}]\n");
+    const char *big = "apiVersion: inferplane.io/v1alpha1\n"
+                      "kind: InferenceWorkerSet\n"
+                      "metadata: {name: big}\n"
+                      "spec: {model: m, blockSize: 32, workers: [{name: b0, url: http://b:1}]}\n";
+    s_expect(
+        doc, big,
+        "a.yaml:14:45: InferencePool \"chat\": spec.targets[1].workerSet \"big\" has blockSize 32 "
+        "but \"small\" has 16",
+        "the workers of one pool must share a block size");
+    free(doc);
+}
+
+static void test_bad_values(void **state)
+{
+    (void)state;
+    s_expect_doc(S_SET_OK, "  model: m\n  strategy: ttfx\n  targets: [{workerSet: small}]\n",
+                 "a.yaml:14:13: InferencePool \"chat\": spec.strategy \"ttfx\" is not a known "
+                 "strategy; did you mean \"ttft\"?",
+                 "(known: ttft, least-loaded, random)");
+    s_expect_doc("  model: m\n  blockSize: sixteen\n  workers: [{name: w0, url: http://h:1}]\n",
+                 S_POOL_OK, "spec.blockSize must be a whole number from 1 to 1024, got \"sixteen\"",
+                 NULL);
+    s_expect_doc("  model: m\n  blockSize: 0\n  workers: [{name: w0, url: http://h:1}]\n",
+                 S_POOL_OK, "spec.blockSize must be a whole number from 1 to 1024, got \"0\"",
+                 NULL);
+    s_expect_doc("  model: m\n  blockSize: [1]\n  workers: [{name: w0, url: http://h:1}]\n",
+                 S_POOL_OK, "spec.blockSize must be a whole number from 1 to 1024, got a list",
+                 NULL);
+    s_expect_doc("  model: m\n  workers: [{name: w0, url: 'h:1'}]\n", S_POOL_OK,
+                 "spec.workers[0].url \"h:1\" is not an HTTP URL; write it like http://", NULL);
+    s_expect_doc("  model: m\n  workers: [{name: w0, url: http://h:1, kvEvents: 'tcp://h'}]\n",
+                 S_POOL_OK, "spec.workers[0].kvEvents \"tcp://h\" is not a ZeroMQ endpoint", NULL);
+    s_expect_doc("  model: m\n  workers: [{name: w0, url: http://h:1, replay: 'tcp://h:3'}]\n",
+                 S_POOL_OK, "spec.workers[0].replay is set but spec.workers[0].kvEvents is not",
+                 NULL);
+    s_expect_doc("  model: m\n  workers: [{name: W_0, url: http://h:1}]\n", S_POOL_OK,
+                 "spec.workers[0].name \"W_0\" is not a valid name: use lower-case letters", NULL);
+    s_expect_doc("  model: m\n  workers: [{url: http://h:1}]\n", S_POOL_OK,
+                 "a.yaml:6:13: InferenceWorkerSet \"small\": spec.workers[0].name is required",
+                 NULL);
+    s_expect_doc("  model: m\n  workers: []\n", S_POOL_OK,
+                 "spec.workers is empty; list at least one of workers", NULL);
+    s_expect_doc("  model: m\n  workers: {name: w0}\n", S_POOL_OK,
+                 "spec.workers must be a list of workers", "got a mapping");
+    s_expect_doc("  workers: [{name: w0, url: http://h:1}]\n", S_POOL_OK,
+                 "InferenceWorkerSet \"small\": spec.model is required", NULL);
+    s_expect_doc("  model: two words\n  workers: [{name: w0, url: http://h:1}]\n", S_POOL_OK,
+                 "spec.model \"two words\" is not a model name", NULL);
+    s_expect_doc("  model: [m]\n  workers: [{name: w0, url: http://h:1}]\n", S_POOL_OK,
+                 "spec.model must be a string, got a list", NULL);
+    s_expect_doc("  model: m\n  workers: [{name: w0, url: \"http://h:1\\x01\"}]\n", S_POOL_OK,
+                 "spec.workers[0].url contains a control character", NULL);
+    s_expect_doc("  model: m\n  workers: [{name: w0, url: http://h:1}]\n", "  model: m\n",
+                 "InferencePool \"chat\": spec.targets is required: a list of targets", NULL);
+    s_expect_doc(S_SET_OK, "  model: m\n  targets: [small]\n",
+                 "spec.targets[0] must be a mapping (key: value lines), got a scalar", NULL);
+    s_expect_doc("  model: m\n  workers: [{name: w0, url: http://h:1}]\n",
+                 "  model: m\n  targets: [{workerSet: ''}]\n",
+                 "spec.targets[0].workerSet is required (it is empty)", NULL);
+}
+
+static void test_resource_envelope(void **state)
+{
+    (void)state;
+    s_expect("apiVersion: inferplane.io/v1\nkind: InferencePool\nmetadata: {name: p}\nspec: {}\n",
+             NULL,
+             "a.yaml:1:13: InferencePool \"p\": apiVersion \"inferplane.io/v1\" is not supported; "
+             "use inferplane.io/v1alpha1",
+             NULL);
+    s_expect("apiVersion: inferplane.io/v1alpha1\nkind: InferencePol\nmetadata: {name: p}\n"
+             "spec: {}\n",
+             NULL,
+             "a.yaml:2:7: kind \"InferencePol\" is not known; did you mean \"InferencePool\"?",
+             "(known: InferencePool, InferenceWorkerSet)");
+    s_expect("apiVersion: inferplane.io/v1alpha1\nmetadata: {name: p}\nspec: {}\n", NULL,
+             "a.yaml:1:1: kind is required", NULL);
+    s_expect("kind: InferencePool\nmetadata: {name: p}\nspec: {}\n", NULL,
+             "a.yaml:1:1: InferencePool \"p\": apiVersion is required", NULL);
+    s_expect("apiVersion: inferplane.io/v1alpha1\nkind: InferencePool\nspec: {}\n", NULL,
+             "a.yaml:1:1: InferencePool (unnamed): metadata is required", NULL);
+    s_expect("apiVersion: inferplane.io/v1alpha1\nkind: InferencePool\nmetadata: {labels: {}}\n"
+             "spec: {}\n",
+             NULL, "InferencePool (unnamed): metadata.name is required", NULL);
+    s_expect("apiVersion: inferplane.io/v1alpha1\nkind: InferencePool\nmetadata: {name: p}\n", NULL,
+             "a.yaml:1:1: InferencePool \"p\": spec is required", NULL);
+    s_expect("- a\n- b\n", NULL,
+             "a.yaml:1:1: a resource must be a mapping with apiVersion, kind, metadata and spec; "
+             "got a list",
+             NULL);
+    s_expect("apiVersion: inferplane.io/v1alpha1\nkind: InferencePool\nmetadata: [p]\nspec: {}\n",
+             NULL, "metadata must be a mapping (key: value lines), got a list", NULL);
+    s_expect("apiVersion: inferplane.io/v1alpha1\nkind: InferencePool\nmetadata: {name: p}\n"
+             "spec: {model: m, targets: [{workerSet: s}]}\n"
+             "? [a]\n: b\n",
+             NULL, "keys must be plain names, got a list", NULL);
+}
+
+static void test_yaml_syntax_error_has_place(void **state)
+{
+    (void)state;
+    s_expect("apiVersion: inferplane.io/v1alpha1\nkind: InferencePool\nmetadata:\n  name: p\n"
+             " spec: x\n",
+             NULL, "a.yaml:5:", "YAML syntax error");
+    s_expect("a: [1, 2\n", NULL, "a.yaml:2:1: YAML syntax error: did not find expected ',' or ']'",
+             "(line 1, column 4)");
+    s_expect("a: \"unterminated\n", NULL, "YAML syntax error", NULL);
+}
+
+static void test_no_pool_and_no_files(void **state)
+{
+    (void)state;
+    s_expect("apiVersion: inferplane.io/v1alpha1\nkind: InferenceWorkerSet\nmetadata: {name: s}\n"
+             "spec: {model: m, workers: [{name: w0, url: http://h:1}]}\n",
+             NULL, "a.yaml:1:1: no InferencePool is defined", NULL);
+    // an empty directory, an unreadable file
+    char dir[] = "/tmp/test_policy_compiler_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    policy_compiler_t *c = policy_compiler_new();
+    assert_int_equal(policy_compiler_add_dir(c, dir), 1);
+    assert_non_null(strstr(policy_compiler_error(c, 0), "no *.yaml files in the policy directory"));
+    assert_int_equal(policy_compiler_add_file(c, "/nonexistent/x.yaml", "x.yaml"), 1);
+    assert_non_null(strstr(policy_compiler_error(c, 1), "x.yaml:1:1: cannot read the file"));
+    assert_int_equal(policy_compiler_add_dir(c, "/nonexistent-dir"), 1);
+    assert_non_null(strstr(policy_compiler_error(c, 2), "cannot open the policy directory"));
+    assert_true(policy_compiler_finish(c, NULL) > 0);
+    assert_null(policy_compiler_policy(c));
+    policy_compiler_destroy(&c);
+    rmdir(dir);
+}
+
+static void s_write(const char *dir, const char *name, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void s_unlink(const char *dir, const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    unlink(path);
+}
+
+static void test_directory_of_files(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/test_policy_compiler_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    s_write(dir, "pools.yaml", s_pools);
+    s_write(dir, "sets.yml", s_sets);
+    s_write(dir, ".#editor.yaml", "garbage: [");
+    s_write(dir, "README.txt", "not yaml: [");
+    policy_compiler_t *c = policy_compiler_new();
+    assert_int_equal(policy_compiler_add_dir(c, dir), 0);
+    assert_int_equal(policy_compiler_finish(c, dir), 0);
+    assert_int_equal(policy_compiler_nfiles(c), 2);
+    assert_string_equal(policy_compiler_file(c, 0), "pools.yaml");
+    assert_string_equal(policy_compiler_file(c, 1), "sets.yml");
+    assert_int_equal(policy_compiler_policy(c)->workers_len, 3);
+    assert_int_equal(policy_compiler_finish(c, dir), 0); // idempotent
+    policy_compiler_destroy(&c);
+    s_unlink(dir, "pools.yaml");
+    s_unlink(dir, "sets.yml");
+    s_unlink(dir, ".#editor.yaml");
+    s_unlink(dir, "README.txt");
+    rmdir(dir);
+}
+
+static void test_error_limit(void **state)
+{
+    (void)state;
+    // 60 resources each with an unknown kind: the list stops at the limit and says so.
+    size_t cap = 60 * 128;
+    char *text = calloc(1, cap), *p = text;
+    for (int i = 0; i < 60; i++)
+        p += snprintf(p, cap - (size_t)(p - text),
+                      "---\napiVersion: inferplane.io/v1alpha1\nkind: Nope\nmetadata: {name: "
+                      "x%d}\nspec: {}\n",
+                      i);
+    int n;
+    policy_compiler_t *c = s_compile(text, NULL, &n);
+    assert_int_equal(n, POLICY_COMPILER_MAX_ERRORS + 1);
+    assert_non_null(
+        strstr(policy_compiler_error(c, POLICY_COMPILER_MAX_ERRORS), "... and 10 more errors"));
+    policy_compiler_destroy(&c);
+    free(text);
+}
+
+static void test_too_many_targets(void **state)
+{
+    (void)state;
+    char body[4096] = "  model: m\n  targets:\n";
+    for (int i = 0; i <= POLICY_COMPILER_MAX_TARGETS; i++)
+        snprintf(body + strlen(body), sizeof body - strlen(body), "    - workerSet: s%d\n", i);
+    s_expect_doc(S_SET_OK, body,
+                 "a.yaml:15:5: InferencePool \"chat\": spec.targets lists 65 "
+                 "worker sets, above the limit of 64",
+                 NULL);
+}
+
+static void test_strategy_names(void **state)
+{
+    (void)state;
+    assert_true(policy_strategy_known("ttft"));
+    assert_true(policy_strategy_known("least-loaded"));
+    assert_true(policy_strategy_known("random"));
+    assert_false(policy_strategy_known("TTFT"));
+    assert_false(policy_strategy_known(""));
+    assert_false(policy_strategy_known(NULL));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_valid_policy_compiles_sorted),
+        cmocka_unit_test(test_default_block_size_and_unused_set_warning),
+        cmocka_unit_test(test_missing_worker_set_reference),
+        cmocka_unit_test(test_unknown_fields_suggest),
+        cmocka_unit_test(test_duplicate_worker_names_name_both_places),
+        cmocka_unit_test(test_duplicate_resources),
+        cmocka_unit_test(test_block_sizes_must_match_in_pool),
+        cmocka_unit_test(test_bad_values),
+        cmocka_unit_test(test_resource_envelope),
+        cmocka_unit_test(test_yaml_syntax_error_has_place),
+        cmocka_unit_test(test_no_pool_and_no_files),
+        cmocka_unit_test(test_directory_of_files),
+        cmocka_unit_test(test_error_limit),
+        cmocka_unit_test(test_too_many_targets),
+        cmocka_unit_test(test_strategy_names),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
