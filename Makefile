@@ -17,7 +17,7 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo 0.1.0-dev)
 
 OPT     ?= -O2
 CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-missing-field-initializers \
-           -g $(OPT) -fno-strict-aliasing -MMD -MP -Icommon -Iproto \
+           -g $(OPT) -fno-strict-aliasing -MMD -MP -Icommon -Iproto -Iservices \
            -DIPL_VERSION=\"$(VERSION)\" $(EXTRA_CFLAGS)
 LDLIBS  := -lpthread -lm
 LDFLAGS :=
@@ -44,8 +44,8 @@ BINS      := $(SERVICES:%=$(BUILD)/inferplane-%) \
 UNIT_SRC  := $(wildcard common/tests/test_*.c proto/tests/test_*.c services/*/tests/test_*.c)
 UNIT_BINS := $(foreach s,$(UNIT_SRC),$(BUILD)/tests/$(basename $(notdir $(s))))
 
-.PHONY: all deps test unit integration run bench clean format proto-doc check-deps
-all: $(BINS) $(UNIT_BINS)
+.PHONY: all deps test unit integration run bench bench-micro clean format proto-doc check-deps
+all: $(BINS) $(UNIT_BINS) $(BENCH_BINS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -57,6 +57,9 @@ $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	@ar rcs $@ $^
 
+# A service that reuses another service's classes names it here (it links that archive too).
+clustersim_USES := decider sim
+
 # One process per services/<name>/: main.c plus its classes; the classes (all but main.c)
 # also form a per-service archive that the service's unit tests link against.
 define SERVICE_RULES
@@ -66,13 +69,22 @@ $(BUILD)/svc-$(1).a: $$($(1)_OBJ)
 	@mkdir -p $$(dir $$@)
 	@rm -f $$@
 	@ar rcs $$@ $$^
-$(BUILD)/inferplane-$(1): $(BUILD)/obj/services/$(1)/main.o $(BUILD)/svc-$(1).a $(LIB)
+$(BUILD)/inferplane-$(1): $(BUILD)/obj/services/$(1)/main.o $(BUILD)/svc-$(1).a \
+  $$(foreach u,$$($(1)_USES),$(BUILD)/svc-$$(u).a) $(LIB)
 	$(CC) $(LDFLAGS) $$^ $$(PKG_LIBS) $(LDLIBS) -o $$@
 $$(patsubst services/$(1)/tests/%.c,$(BUILD)/tests/%,$$(wildcard services/$(1)/tests/test_*.c)): \
   $(BUILD)/tests/%: $(BUILD)/obj/services/$(1)/tests/%.o $(BUILD)/svc-$(1).a $(LIB)
 	$(CC) $(LDFLAGS) $$^ $$(PKG_LIBS) -lcmocka $(LDLIBS) -o $$@
 endef
 $(foreach s,$(SERVICES),$(eval $(call SERVICE_RULES,$(s))))
+
+# Benchmarks: bench/bench_*.c, each linked with every service archive and libipl.a.
+BENCH_SRC  := $(wildcard bench/bench_*.c)
+BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+SVC_LIBS   := $(SERVICES:%=$(BUILD)/svc-%.a)
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(SVC_LIBS) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ $(PKG_LIBS) $(LDLIBS) -o $@
 
 define TOOL_RULES
 $(BUILD)/$(notdir $(1)): $$(patsubst %.c,$(BUILD)/obj/%.o,$$(wildcard $(1)/*.c)) $(LIB)
@@ -114,6 +126,10 @@ run: deps
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) tools/run-bench
+
+bench-micro: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) tools/run-bench --micro
 
 proto-doc: $(BUILD)/inferplanectl
 	$(BUILD)/inferplanectl proto-doc > docs/protocol.md
