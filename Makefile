@@ -110,8 +110,8 @@ check-deps:
 
 # make test: every unit test binary, then every integration test, one summary line at the end.
 test: deps
-	@$(MAKE) --no-print-directory all
-	@BUILD=$(BUILD) tools/run-tests
+	@$(MAKE) --no-print-directory all fuzz-build
+	@BUILD=$(BUILD) FUZZ_SECONDS=$(TEST_FUZZ_SECONDS) tools/run-tests
 
 unit: all
 	@BUILD=$(BUILD) tools/run-tests --unit
@@ -146,6 +146,7 @@ clean:
 #   make fuzz                 build them and run each for FUZZ_SECONDS (default 60)
 #   make fuzz FUZZ_SECONDS=5  the short run `make test` uses
 FUZZ_SECONDS ?= 60
+TEST_FUZZ_SECONDS ?= 5
 FUZZ_SRC     := $(wildcard fuzz/fuzz_*.c)
 FUZZ_BINS    := $(FUZZ_SRC:fuzz/%.c=build-fuzz/%)
 FUZZ_LIBSRC   = $(filter-out common/ipl_httpd.c common/ipl_admin.c common/ipl_service.c,$(LIB_SRC))
