@@ -35,13 +35,7 @@ struct ipl_admin {
 /* Sends a cJSON document (deleted here) as application/json. */
 static void s_send_json(ipl_http_resp_t *resp, int status, cJSON *root)
 {
-    char *json = root ? cJSON_PrintUnformatted(root) : NULL;
-    cJSON_Delete(root);
-    if (!json) {
-        ipl_http_resp_error(resp, 500, "server_error", "out of memory");
-        return;
-    }
-    ipl_http_resp_take(resp, status, "application/json", &json, strlen(json));
+    ipl_http_resp_json(resp, status, &root);
 }
 
 static void s_healthz(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)

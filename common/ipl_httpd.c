@@ -362,6 +362,18 @@ void ipl_http_resp_header(ipl_http_resp_t *resp, const char *name, const char *v
     resp->nheaders++;
 }
 
+void ipl_http_resp_json(ipl_http_resp_t *resp, int status, cJSON **root_p)
+{
+    char *json = *root_p ? cJSON_PrintUnformatted(*root_p) : NULL;
+    cJSON_Delete(*root_p);
+    *root_p = NULL;
+    if (!json) {
+        ipl_http_resp_error(resp, 500, "server_error", "out of memory rendering JSON");
+        return;
+    }
+    ipl_http_resp_take(resp, status, "application/json", &json, strlen(json));
+}
+
 void ipl_http_resp_error(ipl_http_resp_t *resp, int status, const char *type, const char *message)
 {
     cJSON *root = cJSON_CreateObject();

@@ -71,6 +71,10 @@ void ipl_http_resp_header(ipl_http_resp_t *resp, const char *name, const char *v
 /* An OpenAI-shaped JSON error: {"error":{"message":..,"type":..,"param":null,"code":status}}
  * `type` e.g. "invalid_request_error", "not_found_error", "server_error". */
 void ipl_http_resp_error(ipl_http_resp_t *resp, int status, const char *type, const char *message);
+/* A JSON response from a cJSON tree, which this takes over and frees (whatever happens):
+ * rendered compactly with content type application/json; 500 when rendering fails. */
+struct cJSON;
+void ipl_http_resp_json(ipl_http_resp_t *resp, int status, struct cJSON **root_p);
 /* Streamed response: returns the write end of a pipe (the caller owns it and must close it),
  * or -1 on failure (then a 500 is sent). The response starts when the handler returns, so a
  * handler that writes before returning must stay within the pipe's capacity (64 KiB) or

@@ -85,6 +85,17 @@ static void h_teapot(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp
     ipl_http_resp_error(resp, 418, "invalid_request_error", "I'm a \"teapot\"\n");
 }
 
+static void h_json(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
+{
+    (void)arg;
+    (void)req;
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "quote", "a \"b\"");
+    cJSON_AddNumberToObject(root, "n", 42);
+    ipl_http_resp_json(resp, 201, &root);
+    assert_null(root);
+}
+
 static atomic_int s_slow_active, s_slow_peak;
 
 static void h_slow(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
@@ -184,6 +195,7 @@ static int s_setup(void **state)
     ipl_httpd_route(s_srv, "GET", "/nothing", h_nothing, NULL);
     ipl_httpd_route(s_srv, "GET", "/nocontent", h_no_content, NULL);
     ipl_httpd_route(s_srv, "GET", "/teapot", h_teapot, NULL);
+    ipl_httpd_route(s_srv, "GET", "/json", h_json, NULL);
     ipl_httpd_route(s_srv, "GET", "/slow", h_slow, NULL);
     ipl_httpd_route(s_srv, "GET", "/stream", h_stream, &s_prod);
     s_port = ipl_httpd_port(s_srv);
@@ -449,6 +461,12 @@ static void test_handler_responses(void **state)
         "I'm a \"teapot\"\n");
     cJSON_Delete(root);
     s_reply_free(&t);
+
+    s_reply_t j = {0}; /* a cJSON tree rendered, its ownership taken */
+    assert_int_equal(s_http(s_port, "GET", "/json", NULL, &j), CURLE_OK);
+    assert_int_equal(j.status, 201);
+    assert_string_equal(j.body, "{\"quote\":\"a \\\"b\\\"\",\"n\":42}");
+    s_reply_free(&j);
 }
 
 static void test_stream_chunks_arrive_early(void **state)

@@ -572,13 +572,7 @@ static void s_models(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp
         cJSON_AddItemToArray(data, m);
     }
     ipl_policy_view_release(srv->policy, &snap);
-    char *text = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    if (!text) {
-        ipl_http_resp_error(resp, 500, "server_error", "out of memory");
-        return;
-    }
-    ipl_http_resp_take(resp, 200, "application/json", &text, strlen(text));
+    ipl_http_resp_json(resp, 200, &root);
 }
 
 /* ---- life cycle ---------------------------------------------------------------------------- */
