@@ -8,11 +8,15 @@
  * Shutdown (SIGTERM/SIGINT): the engine aborts every request (streams end), writers drain,
  * then the HTTP server, engine and publisher are torn down — well under 2 s.
  */
+#include <cjson/cJSON.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ipl_error.h"
 #include "ipl_httpd.h"
@@ -22,6 +26,7 @@
 #include "ipl_tokenizer.h"
 #include "sim_api.h"
 #include "sim_engine.h"
+#include "sim_hasher.h"
 #include "sim_kvpub.h"
 #include "sim_profile.h"
 
@@ -38,6 +43,10 @@ typedef struct {
     bool enable_prompt_tokens_details;
     int64_t seed;
     char *kv_events_config;
+    char *prefix_caching_hash_algo;
+    bool enable_lora;
+    char *lora_modules;
+    int64_t max_loras;
     /* simulator-only */
     double time_scale;
     char *profile;
@@ -45,6 +54,8 @@ typedef struct {
     char *kv_events_bind;
     int64_t replay_layout;
     int64_t drop_every_n_batches;
+    double fail_rate;
+    double startup_delay;
     double step_s, prefill_token_s, decode_seq_s, context_token_s, request_s;
 } s_opts_t;
 
@@ -75,6 +86,17 @@ static void s_declare(ipl_config_t *c, s_opts_t *o)
     ipl_config_add(c, "kv-events-config", IPL_OPT_STR, &o->kv_events_config, NULL,
                    "vLLM's KV-event JSON: enable_kv_cache_events, publisher, endpoint, "
                    "replay_endpoint, topic, buffer_steps, hwm (vLLM)");
+    ipl_config_add(c, "prefix-caching-hash-algo", IPL_OPT_STR, &o->prefix_caching_hash_algo,
+                   "sha256",
+                   "block hash: sha256 (pickle), sha256_cbor, xxhash, xxhash_cbor (vLLM); "
+                   "NONE_HASH from PYTHONHASHSEED");
+    ipl_config_add(c, "enable-lora", IPL_OPT_BOOL, &o->enable_lora, "false",
+                   "serve LoRA adapters (vLLM)");
+    ipl_config_add(c, "lora-modules", IPL_OPT_STR, &o->lora_modules, NULL,
+                   "LoRA adapters: name=path ... or JSON {\"name\",\"path\"} (vLLM); "
+                   "requests name them as their model");
+    ipl_config_add(c, "max-loras", IPL_OPT_INT, &o->max_loras, "1",
+                   "LoRA adapters in one batch (vLLM; accepted, not modelled)");
     ipl_config_add(c, "time-scale", IPL_OPT_DOUBLE, &o->time_scale, "1.0",
                    "simulator-only: run this many times faster than real time; every figure "
                    "reported is in simulated seconds");
@@ -91,6 +113,12 @@ static void s_declare(ipl_config_t *c, s_opts_t *o)
     ipl_config_add(c, "drop-every-n-batches", IPL_OPT_INT, &o->drop_every_n_batches, "0",
                    "simulator-only fault: do not send every Nth KV-event batch (still "
                    "replayable); 0 = off");
+    ipl_config_add(c, "fail-rate", IPL_OPT_DOUBLE, &o->fail_rate, "0",
+                   "simulator-only fault: this fraction (0..1) of generation requests is "
+                   "answered with a vLLM-style 500");
+    ipl_config_add(c, "startup-delay", IPL_OPT_DOUBLE, &o->startup_delay, "0",
+                   "simulator-only fault: simulated seconds of model loading at start and "
+                   "after each restart (POST /sim/restart, SIGUSR1), answering 503 meanwhile");
     ipl_config_add(c, "sim-step-s", IPL_OPT_DOUBLE, &o->step_s, NULL,
                    "simulator-only: override the profile's fixed cost per step (seconds)");
     ipl_config_add(c, "sim-prefill-token-s", IPL_OPT_DOUBLE, &o->prefill_token_s, NULL,
@@ -138,7 +166,7 @@ static int s_validate(ipl_config_t *c, s_opts_t *o, sim_profile_t *prof, sim_kvc
         int64_t value, min, max;
     } ints[] = {
         {"port", o->port, 0, 65535},
-        {"block-size", o->block_size, 1, 4096},
+        {"block-size", o->block_size, 1, SIM_HASHER_MAX_BLOCK},
         {"num-gpu-blocks-override", o->num_gpu_blocks_override, 0, 100000000},
         {"max-num-seqs", o->max_num_seqs, 1, 1000000},
         {"max-num-batched-tokens", o->max_num_batched_tokens, 1, 100000000},
@@ -153,6 +181,15 @@ static int s_validate(ipl_config_t *c, s_opts_t *o, sim_profile_t *prof, sim_kvc
                     ints[i].name, ints[i].value, ints[i].min, ints[i].max);
             return -1;
         }
+    if (!(o->fail_rate >= 0 && o->fail_rate <= 1)) {
+        fprintf(stderr, "inferplane-sim: --fail-rate %g must be between 0 and 1\n", o->fail_rate);
+        return -1;
+    }
+    if (!(o->startup_delay >= 0 && o->startup_delay <= 86400)) {
+        fprintf(stderr, "inferplane-sim: --startup-delay %g must be 0..86400 seconds\n",
+                o->startup_delay);
+        return -1;
+    }
     if (!(o->time_scale > 0 && o->time_scale <= 1e6)) {
         fprintf(stderr,
                 "inferplane-sim: --time-scale %g must be > 0 (e.g. 10 runs ten times "
@@ -173,6 +210,20 @@ static int s_validate(ipl_config_t *c, s_opts_t *o, sim_profile_t *prof, sim_kvc
                 o->kv_events_bind);
         return -1;
     }
+    /* vLLM: bool(int(os.getenv("VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES", "1"))) */
+    const char *ih = getenv("VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES");
+    if (ih) {
+        char *end = NULL;
+        long v = strtol(ih, &end, 10);
+        if (!*ih || *end) {
+            fprintf(stderr,
+                    "inferplane-sim: VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=\"%s\" is not an "
+                    "integer (1: int hashes, the default; 0: raw digest bytes)\n",
+                    ih);
+            return -1;
+        }
+        kvo->bytes_hashes = v == 0;
+    }
     kvo->replay_layout = (int)o->replay_layout;
     kvo->drop_every_n = o->drop_every_n_batches;
     if (sim_kvconfig_parse(o->kv_events_config, kvc, err, sizeof err) != 0) {
@@ -192,6 +243,145 @@ static int s_validate(ipl_config_t *c, s_opts_t *o, sim_profile_t *prof, sim_kvc
     return 0;
 }
 
+/* --- LoRA adapters ------------------------------------------------------------------------ */
+
+typedef struct {
+    sim_lora_t *items;
+    uint32_t n;
+} s_loras_t;
+
+static void s_loras_free(s_loras_t *l)
+{
+    for (uint32_t i = 0; i < l->n; i++) {
+        free((char *)l->items[i].name);
+        free((char *)l->items[i].path);
+    }
+    free(l->items);
+    *l = (s_loras_t){0};
+}
+
+static int s_lora_add(s_loras_t *l, const char *name, size_t nlen, const char *path, size_t plen)
+{
+    if (!nlen || nlen > SIM_HASHER_MAX_KEY) {
+        fprintf(stderr,
+                "inferplane-sim: --lora-modules: an adapter needs a name (1..%d bytes), "
+                "as name=path\n",
+                SIM_HASHER_MAX_KEY);
+        return -1;
+    }
+    sim_lora_t *p = realloc(l->items, (l->n + 1) * sizeof *p);
+    if (!p) return -1;
+    l->items = p;
+    p[l->n].name = strndup(name, nlen);
+    p[l->n].path = strndup(path, plen);
+    if (!p[l->n].name || !p[l->n].path) return -1;
+    l->n++;
+    return 0;
+}
+
+/* vLLM's --lora-modules: items `name=path`, or JSON objects {"name": .., "path": ..}, one
+ * per argument (main joins them with newlines); several name=path items may also share one
+ * value separated by spaces or commas (env var, YAML). */
+static int s_parse_loras(const char *text, s_loras_t *out)
+{
+    *out = (s_loras_t){0};
+    for (const char *line = text; line && *line;) {
+        const char *eol = strchr(line, '\n');
+        size_t len = eol ? (size_t)(eol - line) : strlen(line);
+        if (len && line[0] == '{') {
+            cJSON *j = cJSON_ParseWithLength(line, len);
+            const cJSON *n = cJSON_GetObjectItemCaseSensitive(j, "name");
+            const cJSON *pa = cJSON_GetObjectItemCaseSensitive(j, "path");
+            int rc = cJSON_IsString(n) && cJSON_IsString(pa)
+                         ? s_lora_add(out, n->valuestring, strlen(n->valuestring), pa->valuestring,
+                                      strlen(pa->valuestring))
+                         : -1;
+            cJSON_Delete(j);
+            if (rc) {
+                fprintf(stderr,
+                        "inferplane-sim: --lora-modules: \"%.*s\" is not "
+                        "{\"name\": \"...\", \"path\": \"...\"}\n",
+                        (int)len, line);
+                s_loras_free(out);
+                return -1;
+            }
+        } else {
+            for (size_t i = 0; i < len;) {
+                size_t j = i;
+                while (j < len && line[j] != ' ' && line[j] != ',')
+                    j++;
+                if (j > i) {
+                    const char *eq = memchr(line + i, '=', j - i);
+                    if (!eq || s_lora_add(out, line + i, (size_t)(eq - line - i), eq + 1,
+                                          (size_t)(line + j - eq - 1))) {
+                        fprintf(stderr,
+                                "inferplane-sim: --lora-modules: \"%.*s\": use "
+                                "name=path\n",
+                                (int)(j - i), line + i);
+                        s_loras_free(out);
+                        return -1;
+                    }
+                }
+                i = j + 1;
+            }
+        }
+        line = eol ? eol + 1 : NULL;
+    }
+    return 0;
+}
+
+/* vLLM takes --lora-modules with several values (argparse nargs='+'); ipl_config takes one.
+ * Returns a copy of argv where the values after --lora-modules are one newline-joined
+ * argument (the caller frees the array and *joined). */
+static char **s_join_lora_args(int argc, char **argv, int *nargc, char **joined)
+{
+    char **out = calloc((size_t)argc + 1, sizeof *out);
+    *joined = NULL;
+    int n = 0;
+    for (int i = 0; out && i < argc; i++) {
+        out[n++] = argv[i];
+        if (strcmp(argv[i], "--lora-modules") != 0 || *joined || i + 1 >= argc) continue;
+        size_t len = 0;
+        int j = i + 1;
+        for (; j < argc && (j == i + 1 || strncmp(argv[j], "--", 2) != 0); j++)
+            len += strlen(argv[j]) + 1;
+        if (!(*joined = calloc(len + 1, 1))) {
+            free(out);
+            return NULL;
+        }
+        for (int k = i + 1; k < j; k++) {
+            if (k > i + 1) strcat(*joined, "\n");
+            strcat(*joined, argv[k]);
+        }
+        out[n++] = *joined;
+        i = j - 1;
+    }
+    *nargc = n;
+    return out;
+}
+
+/* --- the restart fault's signal --------------------------------------------------------- */
+
+static int s_restart_pipe[2] = {-1, -1};
+
+static void s_on_sigusr1(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    ssize_t w = write(s_restart_pipe[1], "r", 1);
+    (void)w;
+    errno = saved;
+}
+
+static int s_install_restart_signal(void)
+{
+    if (pipe(s_restart_pipe) != 0) return -1;
+    struct sigaction sa = {.sa_handler = s_on_sigusr1};
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    return sigaction(SIGUSR1, &sa, NULL);
+}
+
 static const char *s_vllm_version(sim_kv_format_t f, int layout)
 {
     if (f == SIM_KV_FORMAT_MAP) return "0.26.0";
@@ -209,7 +399,12 @@ int main(int argc, char **argv)
     if (!svc) return 2;
     ipl_config_t *cfg = ipl_service_config(svc);
     s_declare(cfg, &o);
-    int rc = ipl_service_start(svc, argc, argv);
+    int nargc = 0;
+    char *joined = NULL;
+    char **nargv = s_join_lora_args(argc, argv, &nargc, &joined);
+    int rc = nargv ? ipl_service_start(svc, nargc, nargv) : -1;
+    free(nargv);
+    free(joined);
     if (rc != 0) {
         ipl_service_destroy(&svc);
         return rc > 0 ? 0 : 2;
@@ -217,13 +412,41 @@ int main(int argc, char **argv)
     sim_profile_t prof;
     sim_kvconfig_t kvc;
     sim_kvpub_opts_t kvo = {0};
+    sim_hash_algo_t algo = SIM_HASH_SHA256;
+    s_loras_t loras = {0};
     if (s_validate(cfg, &o, &prof, &kvc, &kvo) != 0) {
         ipl_service_destroy(&svc);
         return 2;
     }
-    const char *env_seed = getenv("PYTHONHASHSEED");
-    char seed_text[32];
-    snprintf(seed_text, sizeof seed_text, "%" PRId64, o.seed);
+    if (sim_hash_algo_parse(o.prefix_caching_hash_algo, &algo) != 0) {
+        fprintf(stderr,
+                "inferplane-sim: --prefix-caching-hash-algo \"%s\": use sha256, sha256_cbor, "
+                "xxhash or xxhash_cbor\n",
+                o.prefix_caching_hash_algo);
+        ipl_service_destroy(&svc);
+        return 2;
+    }
+    if (o.lora_modules && (s_parse_loras(o.lora_modules, &loras) != 0 || !o.enable_lora)) {
+        if (!o.enable_lora)
+            fprintf(stderr, "inferplane-sim: --lora-modules needs --enable-lora (as vLLM)\n");
+        s_loras_free(&loras);
+        ipl_service_destroy(&svc);
+        return 2;
+    }
+    if (s_install_restart_signal() != 0) {
+        fprintf(stderr, "inferplane-sim: cannot install the SIGUSR1 handler: %s\n",
+                strerror(errno));
+        s_loras_free(&loras);
+        ipl_service_destroy(&svc);
+        return 2;
+    }
+    /* vLLM: NONE_HASH = hash_fn(PYTHONHASHSEED) when set (even empty), os.urandom otherwise */
+    const char *pythonhashseed = getenv("PYTHONHASHSEED");
+    if (!pythonhashseed && (algo == SIM_HASH_SHA256_CBOR || algo == SIM_HASH_XXHASH_CBOR))
+        IPL_WARN("pythonhashseed_unset",
+                 "hash_algo=%s hint=\"block hashes are not reproducible outside this process; "
+                 "set PYTHONHASHSEED as for vLLM\"",
+                 sim_hash_algo_name(algo));
 
     int exit_code = 2;
     sim_kvpub_t *kvpub = NULL;
@@ -244,7 +467,9 @@ int main(int argc, char **argv)
         .max_num_batched_tokens = (uint32_t)o.max_num_batched_tokens,
         .time_scale = o.time_scale,
         .profile = prof,
-        .hash_seed = env_seed && *env_seed ? env_seed : seed_text,
+        .hash_algo = algo,
+        .pythonhashseed = pythonhashseed,
+        .seed = (uint64_t)o.seed,
         .model_name = o.served_model_name,
         .kvpub = kvpub,
         .metrics = ipl_service_metrics(svc),
@@ -256,6 +481,11 @@ int main(int argc, char **argv)
         .prompt_tokens_details = o.enable_prompt_tokens_details,
         .seed = (uint64_t)o.seed,
         .vllm_version = s_vllm_version(kvo.format, kvo.replay_layout),
+        .loras = loras.items,
+        .nloras = loras.n,
+        .fail_rate = o.fail_rate,
+        .startup_delay_s = o.startup_delay,
+        .time_scale = o.time_scale,
     };
     api = engine ? sim_api_new(&acfg, engine, tok, ipl_service_metrics(svc)) : NULL;
     if (!api) goto done;
@@ -265,8 +495,8 @@ int main(int argc, char **argv)
     snprintf(labels, sizeof labels,
              "block_size=\"%" PRId64 "\",cache_dtype=\"auto\",enable_prefix_caching=\"True\","
              "engine=\"0\",gpu_memory_utilization=\"0.9\",num_gpu_blocks=\"%u\","
-             "prefix_caching_hash_algo=\"sim-xxh3-128\",sim_profile=\"%s\"",
-             o.block_size, prof.num_gpu_blocks, prof.name);
+             "prefix_caching_hash_algo=\"%s\",sim_profile=\"%s\"",
+             o.block_size, prof.num_gpu_blocks, sim_hash_algo_name(algo), prof.name);
     ipl_metric_set(ipl_metrics_gauge(m, "vllm:cache_config_info",
                                      "Information of the LLMEngine CacheConfig", labels),
                    1.0);
@@ -289,9 +519,14 @@ int main(int argc, char **argv)
              ipl_log_quote(q, sizeof q, listen), ipl_httpd_port(httpd), o.served_model_name,
              prof.name, prof.num_gpu_blocks, o.block_size, o.max_model_len, o.time_scale,
              kvpub ? "on" : "off");
-    struct pollfd pfd = {.fd = ipl_signal_fd(), .events = POLLIN};
-    while (!ipl_signal_stopping())
-        (void)poll(&pfd, 1, 1000);
+    struct pollfd pfd[2] = {{.fd = ipl_signal_fd(), .events = POLLIN},
+                            {.fd = s_restart_pipe[0], .events = POLLIN}};
+    while (!ipl_signal_stopping()) {
+        if (poll(pfd, 2, 1000) > 0 && (pfd[1].revents & POLLIN)) {
+            char buf[16];
+            if (read(s_restart_pipe[0], buf, sizeof buf) > 0) sim_api_restart(api);
+        }
+    }
     exit_code = 0;
 done:
     if (engine) sim_engine_stop(engine); /* every request ends: streams finish, handlers return */
@@ -301,6 +536,7 @@ done:
     sim_engine_destroy(&engine);
     sim_kvpub_destroy(&kvpub);
     ipl_tokenizer_destroy(&tok);
+    s_loras_free(&loras);
     ipl_service_destroy(&svc);
     return exit_code;
 }

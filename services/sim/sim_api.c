@@ -33,11 +33,16 @@ struct sim_api {
     ipl_metrics_t *metrics;
     ipl_metric_t *bad_requests;
     ipl_metric_t *client_gone;
-    pthread_mutex_t lock; /* writers, next_id */
+    ipl_metric_t *injected_failures;
+    sim_lora_t *loras;    /* owned copies */
+    pthread_mutex_t lock; /* writers, next_id, fail_state, epoch, ready_ns */
     pthread_cond_t writers_done;
     int writers;
     uint64_t next_id;
-    long started; /* wall seconds, "created" of /v1/models */
+    uint64_t fail_state; /* --fail-rate draws */
+    uint64_t epoch;      /* restarts so far: requests of an older epoch died with it */
+    uint64_t ready_ns;   /* monotonic time before which the server is "starting" (503) */
+    long started;        /* wall seconds, "created" of /v1/models */
 };
 
 /* One generation request, parsed. */
@@ -54,7 +59,18 @@ typedef struct {
     uint64_t seed;
     char id[48];
     long created;
+    const char *model;     /* the name asked for: the base model or an adapter (borrowed) */
+    sim_block_keys_t keys; /* LoRA (borrowed name) and cache_salt (malloc'd) */
+    uint64_t epoch;
 } s_params_t;
+
+static void s_params_free(s_params_t *p)
+{
+    free(p->prompt);
+    free((char *)p->keys.cache_salt);
+    p->prompt = NULL;
+    p->keys.cache_salt = NULL;
+}
 
 /* A streaming response in flight: owned by its writer thread. */
 typedef struct {
@@ -143,20 +159,64 @@ static int s_get_bool(sim_api_t *self, ipl_http_resp_t *resp, const cJSON *root,
     return 0;
 }
 
-/* Checks the optional "model" field. 0, or -1 (404 answered). */
-static int s_check_model(sim_api_t *self, ipl_http_resp_t *resp, const cJSON *root)
+/* Resolves the optional "model" field: the base model (or absent: *lora = -1) or a LoRA
+ * adapter (*lora = its index). 0, or -1 (400/404 answered). */
+static int s_resolve_model(sim_api_t *self, ipl_http_resp_t *resp, const cJSON *root, int *lora)
 {
+    *lora = -1;
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (!m || cJSON_IsNull(m)) return 0;
     if (!cJSON_IsString(m)) {
         s_error(self, resp, 400, "model must be a string");
         return -1;
     }
-    if (strcmp(m->valuestring, self->model_name) != 0) {
-        s_error(self, resp, 404, "The model `%.200s` does not exist.", m->valuestring);
-        return -1;
-    }
-    return 0;
+    if (strcmp(m->valuestring, self->model_name) == 0) return 0;
+    for (uint32_t i = 0; i < self->cfg.nloras; i++)
+        if (strcmp(m->valuestring, self->loras[i].name) == 0) {
+            *lora = (int)i;
+            return 0;
+        }
+    s_error(self, resp, 404, "The model `%.200s` does not exist.", m->valuestring);
+    return -1;
+}
+
+static int s_check_model(sim_api_t *self, ipl_http_resp_t *resp, const cJSON *root)
+{
+    int lora;
+    return s_resolve_model(self, resp, root, &lora);
+}
+
+/* While "starting" (--startup-delay, at start and after a restart) every route answers 503,
+ * as a vLLM whose engine is not up yet. Returns true when it answered. */
+static bool s_starting(sim_api_t *self, ipl_http_resp_t *resp)
+{
+    pthread_mutex_lock(&self->lock);
+    uint64_t ready = self->ready_ns;
+    pthread_mutex_unlock(&self->lock);
+    if (ready == 0 || ipl_mono_ns() >= ready) return false;
+    s_error(self, resp, 503, "The server is starting up (simulated model loading).");
+    return true;
+}
+
+/* --fail-rate: one seeded draw per generation request. */
+static bool s_inject_failure(sim_api_t *self)
+{
+    if (self->cfg.fail_rate <= 0) return false;
+    pthread_mutex_lock(&self->lock);
+    uint64_t z = (self->fail_state += 0x9e3779b97f4a7c15ULL);
+    pthread_mutex_unlock(&self->lock);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return (double)(z >> 11) / 9007199254740992.0 < self->cfg.fail_rate;
+}
+
+static uint64_t s_epoch(sim_api_t *self)
+{
+    pthread_mutex_lock(&self->lock);
+    uint64_t e = self->epoch;
+    pthread_mutex_unlock(&self->lock);
+    return e;
 }
 
 /* Token ids from a JSON array of non-negative integers. NULL when it is not one. */
@@ -247,7 +307,7 @@ static cJSON *s_envelope(const sim_api_t *self, const s_params_t *p, const char 
     cJSON_AddStringToObject(root, "id", p->id);
     cJSON_AddStringToObject(root, "object", object);
     cJSON_AddNumberToObject(root, "created", (double)p->created);
-    cJSON_AddStringToObject(root, "model", self->model_name);
+    cJSON_AddStringToObject(root, "model", p->model ? p->model : self->model_name);
     return root;
 }
 
@@ -357,6 +417,8 @@ static void *s_stream_main(void *arg)
         }
         if (st.finish != SIM_FINISH_NONE) break;
     }
+    if (st.finish == SIM_FINISH_ABORT && s_epoch(self) != s->p.epoch)
+        rc = IPL_E_IO; /* the "process" died: the stream is cut, no usage, no [DONE] */
     if (rc == 0 && st.finish != SIM_FINISH_ABORT && s->p.include_usage) {
         cJSON *root =
             s_envelope(self, &s->p, s->p.chat ? "chat.completion.chunk" : "text_completion");
@@ -373,7 +435,7 @@ static void *s_stream_main(void *arg)
     }
     close(s->fd);
     sim_engine_release(self->engine, &s->req);
-    free(s->p.prompt);
+    s_params_free(&s->p);
     free(s);
     s_writer_exit(self);
     return NULL;
@@ -385,8 +447,31 @@ static void *s_stream_main(void *arg)
 static int s_parse_generate(sim_api_t *self, ipl_http_resp_t *resp, const cJSON *root, bool chat,
                             s_params_t *p)
 {
-    *p = (s_params_t){.chat = chat, .max_tokens = 16};
-    if (s_check_model(self, resp, root) != 0) return -1;
+    *p = (s_params_t){.chat = chat, .max_tokens = 16, .epoch = s_epoch(self)};
+    int lora = -1;
+    if (s_resolve_model(self, resp, root, &lora) != 0) return -1;
+    p->model = lora >= 0 ? self->loras[lora].name : self->model_name;
+    if (lora >= 0) {
+        p->keys.lora_id = lora + 1;
+        p->keys.lora_name = self->loras[lora].name;
+    }
+    const cJSON *salt = cJSON_GetObjectItemCaseSensitive(root, "cache_salt");
+    if (salt && !cJSON_IsNull(salt)) {
+        if (!cJSON_IsString(salt) || !salt->valuestring[0]) {
+            s_error(self, resp, 400,
+                    "Parameter 'cache_salt' must be a non-empty string if provided.");
+            return -1;
+        }
+        if (strlen(salt->valuestring) > SIM_HASHER_MAX_KEY) {
+            s_error(self, resp, 400, "cache_salt is longer than the simulator's %d bytes",
+                    SIM_HASHER_MAX_KEY);
+            return -1;
+        }
+        if (!(p->keys.cache_salt = strdup(salt->valuestring))) {
+            s_error(self, resp, 500, "out of memory");
+            return -1;
+        }
+    }
     uint32_t n = 1, seed = 0;
     bool has_max_completion = false;
     if (s_get_bool(self, resp, root, "stream", &p->stream) ||
@@ -483,13 +568,21 @@ static cJSON *s_final_response(sim_api_t *self, const s_params_t *p, sim_req_t *
 static void s_generate(sim_api_t *self, const ipl_http_req_t *hreq, ipl_http_resp_t *resp,
                        bool chat)
 {
+    if (s_starting(self, resp)) return;
     cJSON *root = s_parse_body(self, hreq, resp);
     if (!root) return;
     s_params_t p;
     int rc = s_parse_generate(self, resp, root, chat, &p);
     cJSON_Delete(root);
     if (rc != 0) {
-        free(p.prompt);
+        s_params_free(&p);
+        return;
+    }
+    if (s_inject_failure(self)) {
+        s_params_free(&p);
+        if (self->injected_failures) ipl_metric_inc(self->injected_failures);
+        s_error(self, resp, 500, "Internal server error (simulated failure, --fail-rate %g)",
+                self->cfg.fail_rate);
         return;
     }
     /* What the model will say, and why it will stop. */
@@ -510,12 +603,13 @@ static void s_generate(sim_api_t *self, const ipl_http_req_t *hreq, ipl_http_res
                                .nprompt = (uint32_t)p.nprompt,
                                .output = out,
                                .noutput = nout,
-                               .finish = finish};
+                               .finish = finish,
+                               .keys = &p.keys};
         req = sim_engine_submit(self->engine, &spec);
         free(out);
     }
     if (!req) {
-        free(p.prompt);
+        s_params_free(&p);
         s_error(self, resp, 503, "The engine is not accepting requests (shutting down).");
         return;
     }
@@ -525,7 +619,7 @@ static void s_generate(sim_api_t *self, const ipl_http_req_t *hreq, ipl_http_res
         if (fd < 0) {
             sim_engine_abort(self->engine, req);
             sim_engine_release(self->engine, &req);
-            free(p.prompt);
+            s_params_free(&p);
             free(s);
             if (!s) ipl_http_resp_error(resp, 500, "InternalServerError", "out of memory");
             return;
@@ -545,7 +639,7 @@ static void s_generate(sim_api_t *self, const ipl_http_req_t *hreq, ipl_http_res
             sim_engine_abort(self->engine, req);
             sim_engine_release(self->engine, &req);
             close(fd);
-            free(p.prompt);
+            s_params_free(&p);
             free(s);
             s_writer_exit(self);
         }
@@ -556,12 +650,14 @@ static void s_generate(sim_api_t *self, const ipl_http_req_t *hreq, ipl_http_res
     do
         sim_engine_wait(self->engine, req, UINT32_MAX, S_WAIT_SLICE_MS, &st);
     while (st.finish == SIM_FINISH_NONE);
-    if (st.finish == SIM_FINISH_ABORT)
+    if (st.finish == SIM_FINISH_ABORT && s_epoch(self) != p.epoch)
+        s_error(self, resp, 500, "The engine died while serving the request (simulated restart).");
+    else if (st.finish == SIM_FINISH_ABORT)
         s_error(self, resp, 503, "The request was aborted (the server is shutting down).");
     else
         s_send_json(resp, 200, s_final_response(self, &p, req, &st));
     sim_engine_release(self->engine, &req);
-    free(p.prompt);
+    s_params_free(&p);
 }
 
 static void s_completions(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
@@ -580,6 +676,7 @@ static void s_models(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp
 {
     (void)req;
     sim_api_t *self = arg;
+    if (s_starting(self, resp)) return;
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "object", "list");
     cJSON *m = cJSON_CreateObject();
@@ -605,13 +702,22 @@ static void s_models(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp
     cJSON_AddStringToObject(perm, "organization", "*");
     cJSON_AddNullToObject(perm, "group");
     cJSON_AddBoolToObject(perm, "is_blocking", false);
+    cJSON *data = cJSON_GetObjectItemCaseSensitive(root, "data");
+    for (uint32_t i = 0; i < self->cfg.nloras; i++) { /* vLLM: adapters, parent = base */
+        cJSON *a = cJSON_Duplicate(m, true);
+        cJSON_ReplaceItemInObject(a, "id", cJSON_CreateString(self->loras[i].name));
+        cJSON_ReplaceItemInObject(a, "root", cJSON_CreateString(self->loras[i].path));
+        cJSON_ReplaceItemInObject(a, "parent", cJSON_CreateString(self->model_name));
+        cJSON_ReplaceItemInObject(a, "max_model_len", cJSON_CreateNull());
+        cJSON_AddItemToArray(data, a);
+    }
     s_send_json(resp, 200, root);
 }
 
 static void s_health(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
 {
-    (void)arg;
     (void)req;
+    if (s_starting(arg, resp)) return;
     ipl_http_resp_set(resp, 200, "application/json", "", 0);
 }
 
@@ -619,6 +725,7 @@ static void s_version(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *res
 {
     (void)req;
     sim_api_t *self = arg;
+    if (s_starting(self, resp)) return;
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "version", self->vllm_version);
 #ifdef IPL_VERSION
@@ -631,6 +738,7 @@ static void s_metrics(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *res
 {
     (void)req;
     sim_api_t *self = arg;
+    if (s_starting(self, resp)) return;
     size_t len = 0;
     char *text = self->metrics ? ipl_metrics_render(self->metrics, &len) : strdup("");
     if (!text) {
@@ -644,6 +752,7 @@ static void s_reset_prefix_cache(void *arg, const ipl_http_req_t *req, ipl_http_
 {
     (void)req;
     sim_api_t *self = arg;
+    if (s_starting(self, resp)) return;
     sim_engine_reset_prefix_cache(self->engine);
     ipl_http_resp_set(resp, 200, "application/json", "", 0);
 }
@@ -651,6 +760,7 @@ static void s_reset_prefix_cache(void *arg, const ipl_http_req_t *req, ipl_http_
 static void s_tokenize(void *arg, const ipl_http_req_t *hreq, ipl_http_resp_t *resp)
 {
     sim_api_t *self = arg;
+    if (s_starting(self, resp)) return;
     cJSON *root = s_parse_body(self, hreq, resp);
     if (!root) return;
     bool chat = cJSON_GetObjectItemCaseSensitive(root, "messages") != NULL;
@@ -686,6 +796,7 @@ static void s_tokenize(void *arg, const ipl_http_req_t *hreq, ipl_http_resp_t *r
 static void s_detokenize(void *arg, const ipl_http_req_t *hreq, ipl_http_resp_t *resp)
 {
     sim_api_t *self = arg;
+    if (s_starting(self, resp)) return;
     cJSON *root = s_parse_body(self, hreq, resp);
     if (!root) return;
     if (s_check_model(self, resp, root) != 0) {
@@ -708,7 +819,34 @@ static void s_detokenize(void *arg, const ipl_http_req_t *hreq, ipl_http_resp_t 
     s_send_json(resp, 200, out);
 }
 
+static void s_restart(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
+{
+    (void)req;
+    sim_api_restart(arg);
+    ipl_http_resp_set(resp, 200, "application/json", "{\"restarted\":true}", 18);
+}
+
+void sim_api_restart(sim_api_t *self)
+{
+    double delay = self->cfg.startup_delay_s / self->cfg.time_scale;
+    pthread_mutex_lock(&self->lock);
+    self->epoch++; /* before the engine aborts: writers see the new epoch with the abort */
+    self->ready_ns = delay > 0 ? ipl_mono_ns() + (uint64_t)(delay * 1e9) : 0;
+    pthread_mutex_unlock(&self->lock);
+    sim_engine_restart(self->engine);
+}
+
 /* --- life cycle ---------------------------------------------------------------------------- */
+
+static void s_free_loras(sim_api_t *self)
+{
+    for (uint32_t i = 0; self->loras && i < self->cfg.nloras; i++) {
+        free((char *)self->loras[i].name);
+        free((char *)self->loras[i].path);
+    }
+    free(self->loras);
+    self->loras = NULL;
+}
 
 sim_api_t *sim_api_new(const sim_api_config_t *cfg, sim_engine_t *engine,
                        const ipl_tokenizer_t *tok, ipl_metrics_t *metrics)
@@ -727,7 +865,30 @@ sim_api_t *sim_api_new(const sim_api_config_t *cfg, sim_engine_t *engine,
     }
     self->cfg.model_name = self->model_name;
     self->cfg.vllm_version = self->vllm_version;
+    if (cfg->nloras) {
+        self->loras = calloc(cfg->nloras, sizeof *self->loras);
+        for (uint32_t i = 0; self->loras && i < cfg->nloras; i++) {
+            self->loras[i].name = strdup(cfg->loras[i].name);
+            self->loras[i].path = strdup(cfg->loras[i].path ? cfg->loras[i].path : "");
+            if (!self->loras[i].name || !self->loras[i].path) {
+                s_free_loras(self);
+                break;
+            }
+        }
+        if (!self->loras) {
+            free(self->model_name);
+            free(self->vllm_version);
+            free(self);
+            return NULL;
+        }
+    }
+    self->cfg.loras = self->loras;
     if (self->cfg.natural_mean_tokens <= 0) self->cfg.natural_mean_tokens = 256;
+    if (self->cfg.time_scale <= 0) self->cfg.time_scale = 1;
+    self->fail_state = cfg->seed ^ 0x6661696cULL; /* "fail" */
+    if (cfg->startup_delay_s > 0)
+        self->ready_ns =
+            ipl_mono_ns() + (uint64_t)(cfg->startup_delay_s / self->cfg.time_scale * 1e9);
     self->engine = engine;
     self->tok = tok;
     self->metrics = metrics;
@@ -738,6 +899,9 @@ sim_api_t *sim_api_new(const sim_api_config_t *cfg, sim_engine_t *engine,
         self->client_gone =
             ipl_metrics_counter(metrics, "inferplane_sim_client_disconnects_total",
                                 "Streaming requests aborted because the client went away.", NULL);
+        self->injected_failures = ipl_metrics_counter(
+            metrics, "inferplane_sim_injected_failures_total",
+            "Generation requests answered with a simulated 500 (--fail-rate).", NULL);
     }
     pthread_mutex_init(&self->lock, NULL);
     pthread_condattr_t attr; /* deadlines on CLOCK_MONOTONIC, like ipl_mono_ns */
@@ -760,6 +924,7 @@ void sim_api_routes(sim_api_t *self, ipl_httpd_t *httpd)
     ipl_httpd_route(httpd, "POST", "/tokenize", s_tokenize, self);
     ipl_httpd_route(httpd, "POST", "/detokenize", s_detokenize, self);
     ipl_httpd_route(httpd, "POST", "/reset_prefix_cache", s_reset_prefix_cache, self);
+    ipl_httpd_route(httpd, "POST", "/sim/restart", s_restart, self);
 }
 
 int sim_api_drain(sim_api_t *self, int timeout_ms)
@@ -790,6 +955,7 @@ void sim_api_destroy(sim_api_t **self_p)
     }
     pthread_cond_destroy(&self->writers_done);
     pthread_mutex_destroy(&self->lock);
+    s_free_loras(self);
     free(self->model_name);
     free(self->vllm_version);
     free(self);

@@ -4,6 +4,7 @@
  *   POST /v1/completions, /v1/chat/completions   streaming (SSE) and not (VLLM-INTEROP §4)
  *   GET  /v1/models, /health, /version, /metrics
  *   POST /tokenize, /detokenize, /reset_prefix_cache
+ *   POST /sim/restart   (simulator-only fault: an abrupt restart, see sim_api_restart)
  *
  * Prompts are tokenized with the shared tokenizer (ipl_tokenizer) and chat messages rendered
  * with the shared template (ipl_chat), exactly as the gateway does, so the blocks a worker
@@ -25,6 +26,12 @@
 #include "ipl_tokenizer.h"
 #include "sim_engine.h"
 
+/* A LoRA adapter of --lora-modules: requests name it as their model. */
+typedef struct {
+    const char *name; /* the model name clients use */
+    const char *path; /* where vLLM would load it from ("root" in /v1/models) */
+} sim_lora_t;
+
 typedef struct {
     const char *model_name;     /* --served-model-name (copied) */
     uint32_t max_model_len;     /* prompt + max_tokens at most */
@@ -32,6 +39,12 @@ typedef struct {
     uint64_t seed;              /* --seed */
     double natural_mean_tokens; /* mean length at which the model stops on its own */
     const char *vllm_version;   /* what GET /version reports (copied) */
+    const sim_lora_t *loras;    /* adapters, lora_int_id = index + 1 (copied) */
+    uint32_t nloras;
+    double fail_rate;       /* fault: this fraction of generation requests get a 500 */
+    double startup_delay_s; /* fault: simulated seconds of "model loading" (503) at start
+                               and after each restart */
+    double time_scale;      /* simulated seconds per real second (for startup_delay_s) */
 } sim_api_config_t;
 
 typedef struct sim_api sim_api_t;
@@ -41,6 +54,11 @@ sim_api_t *sim_api_new(const sim_api_config_t *cfg, sim_engine_t *engine,
                        const ipl_tokenizer_t *tok, ipl_metrics_t *metrics);
 /* Registers every route on `httpd` (before ipl_httpd_start). */
 void sim_api_routes(sim_api_t *self, ipl_httpd_t *httpd);
+/* Fault: an abrupt restart (POST /sim/restart, SIGUSR1). Streams in flight are cut without
+ * "[DONE]", waiting non-streaming requests get a 500, the engine restarts (empty cache, KV
+ * sequence back to 0), and the server answers 503 for --startup-delay again. */
+void sim_api_restart(sim_api_t *self);
+
 /* Waits up to `timeout_ms` for streaming writer threads to end (stop the engine first, which
  * finishes every request). Returns the number still running. */
 int sim_api_drain(sim_api_t *self, int timeout_ms);

@@ -10,8 +10,6 @@
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
-#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
-#include <xxhash.h>
 
 #include "ipl_error.h"
 
@@ -34,8 +32,6 @@ struct sim_cache {
     uint32_t *map; /* block index + 1, 0 = empty */
     uint32_t map_mask;
     uint32_t num_cached;
-    uint64_t seed;
-    sim_hash_t root;
 };
 
 /* --- free list ----------------------------------------------------------------------------- */
@@ -74,27 +70,22 @@ static void s_free_remove(sim_cache_t *self, uint32_t b)
 
 /* --- hash map ------------------------------------------------------------------------------ */
 
-static bool s_hash_eq(sim_hash_t a, sim_hash_t b)
-{
-    return a.hi == b.hi && a.lo == b.lo;
-}
-
 /* The slot holding `hash`, or the empty slot where it would go. */
-static uint32_t s_map_slot(const sim_cache_t *self, sim_hash_t hash)
+static uint32_t s_map_slot(const sim_cache_t *self, const sim_hash_t *hash)
 {
-    uint32_t i = (uint32_t)(hash.lo ^ (hash.lo >> 32)) & self->map_mask;
-    while (self->map[i] && !s_hash_eq(self->blocks[self->map[i] - 1].hash, hash))
+    uint32_t i = (uint32_t)(hash->lo ^ (hash->lo >> 32)) & self->map_mask;
+    while (self->map[i] && !sim_hash_eq(&self->blocks[self->map[i] - 1].hash, hash))
         i = (i + 1) & self->map_mask;
     return i;
 }
 
-static int32_t s_map_get(const sim_cache_t *self, sim_hash_t hash)
+static int32_t s_map_get(const sim_cache_t *self, const sim_hash_t *hash)
 {
     uint32_t i = s_map_slot(self, hash);
     return self->map[i] ? (int32_t)(self->map[i] - 1) : S_NONE;
 }
 
-static void s_map_del(sim_cache_t *self, sim_hash_t hash)
+static void s_map_del(sim_cache_t *self, const sim_hash_t *hash)
 {
     uint32_t i = s_map_slot(self, hash);
     if (!self->map[i]) return;
@@ -104,8 +95,8 @@ static void s_map_del(sim_cache_t *self, sim_hash_t hash)
     for (;;) {
         j = (j + 1) & self->map_mask;
         if (!self->map[j]) break;
-        sim_hash_t h = self->blocks[self->map[j] - 1].hash;
-        uint32_t home = (uint32_t)(h.lo ^ (h.lo >> 32)) & self->map_mask;
+        uint64_t lo = self->blocks[self->map[j] - 1].hash.lo;
+        uint32_t home = (uint32_t)(lo ^ (lo >> 32)) & self->map_mask;
         bool move = (i <= j) ? (home <= i || home > j) : (home <= i && home > j);
         if (move) {
             self->map[i] = self->map[j];
@@ -120,7 +111,7 @@ static bool s_uncache(sim_cache_t *self, uint32_t b)
 {
     s_block_t *blk = &self->blocks[b];
     if (!blk->hashed) return false;
-    s_map_del(self, blk->hash);
+    s_map_del(self, &blk->hash);
     blk->hashed = false;
     self->num_cached--;
     return true;
@@ -128,7 +119,7 @@ static bool s_uncache(sim_cache_t *self, uint32_t b)
 
 /* --- life cycle ---------------------------------------------------------------------------- */
 
-sim_cache_t *sim_cache_new(uint32_t num_blocks, uint32_t block_size, const char *hash_seed)
+sim_cache_t *sim_cache_new(uint32_t num_blocks, uint32_t block_size)
 {
     assert(num_blocks > 0 && block_size > 0);
     sim_cache_t *self = calloc(1, sizeof *self);
@@ -145,15 +136,7 @@ sim_cache_t *sim_cache_new(uint32_t num_blocks, uint32_t block_size, const char 
         sim_cache_destroy(&self);
         return NULL;
     }
-    self->free_head = self->free_tail = S_NONE;
-    for (uint32_t b = 0; b < num_blocks; b++) {
-        self->blocks[b].prev = self->blocks[b].next = S_NONE;
-        s_free_push_tail(self, b);
-    }
-    const char *seed = hash_seed ? hash_seed : "0";
-    XXH128_hash_t root = XXH3_128bits(seed, strlen(seed));
-    self->root = (sim_hash_t){.hi = root.high64, .lo = root.low64};
-    self->seed = root.low64 ^ 0x73696d2d656e67ULL; /* "sim-eng" */
+    sim_cache_wipe(self);
     return self;
 }
 
@@ -193,38 +176,6 @@ double sim_cache_usage(const sim_cache_t *self)
     return 1.0 - (double)self->num_free / (double)self->num_blocks;
 }
 
-/* --- hashing ------------------------------------------------------------------------------- */
-
-sim_hash_t sim_cache_root(const sim_cache_t *self)
-{
-    return self->root;
-}
-
-sim_hash_t sim_cache_hash_block(const sim_cache_t *self, sim_hash_t parent, const uint32_t *tokens)
-{
-    XXH3_state_t st;
-    XXH3_128bits_reset_withSeed(&st, self->seed);
-    uint8_t p[16];
-    for (int i = 0; i < 8; i++) {
-        p[i] = (uint8_t)(parent.hi >> (8 * i));
-        p[8 + i] = (uint8_t)(parent.lo >> (8 * i));
-    }
-    XXH3_128bits_update(&st, p, sizeof p);
-    uint8_t buf[64 * 4];
-    for (uint32_t k = 0; k < self->block_size;) {
-        size_t n = 0;
-        for (; n < sizeof buf / 4 && k < self->block_size; n++, k++) {
-            buf[4 * n + 0] = (uint8_t)tokens[k];
-            buf[4 * n + 1] = (uint8_t)(tokens[k] >> 8);
-            buf[4 * n + 2] = (uint8_t)(tokens[k] >> 16);
-            buf[4 * n + 3] = (uint8_t)(tokens[k] >> 24);
-        }
-        XXH3_128bits_update(&st, buf, 4 * n);
-    }
-    XXH128_hash_t h = XXH3_128bits_digest(&st);
-    return (sim_hash_t){.hi = h.high64, .lo = h.low64};
-}
-
 /* --- allocation ---------------------------------------------------------------------------- */
 
 uint32_t sim_cache_lookup(const sim_cache_t *self, const sim_hash_t *hashes, uint32_t n,
@@ -232,7 +183,7 @@ uint32_t sim_cache_lookup(const sim_cache_t *self, const sim_hash_t *hashes, uin
 {
     uint32_t i = 0;
     for (; i < n; i++) {
-        int32_t b = s_map_get(self, hashes[i]);
+        int32_t b = s_map_get(self, &hashes[i]);
         if (b == S_NONE) break;
         out[i] = (uint32_t)b;
     }
@@ -293,7 +244,7 @@ int sim_cache_allocate(sim_cache_t *self, sim_seq_t *seq, const uint32_t *hits, 
         uint32_t b = (uint32_t)self->free_head;
         s_free_remove(self, b);
         sim_hash_t h = self->blocks[b].hash;
-        if (s_uncache(self, b) && events) (void)sim_kvbatch_removed(events, h.lo);
+        if (s_uncache(self, b) && events) (void)sim_kvbatch_removed(events, &h);
         self->blocks[b].ref = 1;
         seq->blocks[seq->nblocks++] = b;
     }
@@ -301,19 +252,13 @@ int sim_cache_allocate(sim_cache_t *self, sim_seq_t *seq, const uint32_t *hits, 
 }
 
 /* Emits one BlockStored for the committed run [from, to) of seq's blocks. */
-static void s_emit_stored(sim_cache_t *self, const sim_hash_t *hashes, const uint32_t *tokens,
-                          uint32_t from, uint32_t to, sim_kvbatch_t *events)
+static void s_emit_stored(sim_cache_t *self, const sim_seq_t *seq, const sim_hash_t *hashes,
+                          const uint32_t *tokens, uint32_t from, uint32_t to, sim_kvbatch_t *events)
 {
     if (!events || from >= to) return;
-    uint64_t wire[64];
-    while (from < to) {
-        uint32_t n = to - from < 64 ? to - from : 64;
-        for (uint32_t i = 0; i < n; i++)
-            wire[i] = hashes[from + i].lo;
-        (void)sim_kvbatch_stored(events, wire, n, from > 0, from > 0 ? hashes[from - 1].lo : 0,
-                                 tokens + (uint64_t)from * self->block_size, self->block_size);
-        from += n;
-    }
+    (void)sim_kvbatch_stored(events, hashes + from, to - from, from > 0 ? &hashes[from - 1] : NULL,
+                             tokens + (uint64_t)from * self->block_size, self->block_size,
+                             seq->keys);
 }
 
 void sim_cache_commit(sim_cache_t *self, sim_seq_t *seq, const sim_hash_t *hashes,
@@ -322,11 +267,11 @@ void sim_cache_commit(sim_cache_t *self, sim_seq_t *seq, const sim_hash_t *hashe
     assert(nfull <= seq->nblocks);
     uint32_t run = seq->ncommitted; /* start of the current run of registered blocks */
     for (uint32_t i = seq->ncommitted; i < nfull; i++) {
-        uint32_t slot = s_map_slot(self, hashes[i]);
+        uint32_t slot = s_map_slot(self, &hashes[i]);
         s_block_t *blk = &self->blocks[seq->blocks[i]];
         if (self->map[slot] || blk->hashed) {
             /* Already cached elsewhere (a concurrent identical prefix): not announced. */
-            s_emit_stored(self, hashes, tokens, run, i, events);
+            s_emit_stored(self, seq, hashes, tokens, run, i, events);
             run = i + 1;
             continue;
         }
@@ -335,7 +280,7 @@ void sim_cache_commit(sim_cache_t *self, sim_seq_t *seq, const sim_hash_t *hashe
         self->map[slot] = seq->blocks[i] + 1;
         self->num_cached++;
     }
-    s_emit_stored(self, hashes, tokens, run, nfull, events);
+    s_emit_stored(self, seq, hashes, tokens, run, nfull, events);
     if (nfull > seq->ncommitted) seq->ncommitted = nfull;
 }
 
@@ -363,4 +308,17 @@ void sim_cache_reset(sim_cache_t *self, sim_kvbatch_t *events)
         self->blocks[b].hashed = false;
     self->num_cached = 0;
     if (events) (void)sim_kvbatch_cleared(events);
+}
+
+void sim_cache_wipe(sim_cache_t *self)
+{
+    memset(self->map, 0, ((size_t)self->map_mask + 1) * sizeof *self->map);
+    memset(self->blocks, 0, (size_t)self->num_blocks * sizeof *self->blocks);
+    self->num_cached = 0;
+    self->num_free = 0;
+    self->free_head = self->free_tail = S_NONE;
+    for (uint32_t b = 0; b < self->num_blocks; b++) {
+        self->blocks[b].prev = self->blocks[b].next = S_NONE;
+        s_free_push_tail(self, b);
+    }
 }

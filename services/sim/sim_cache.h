@@ -11,11 +11,10 @@
  *     free list (head = next to evict)                         map: hash → block
  *     [b7 cached] ⇄ [b2] ⇄ [b9 cached] ⇄ ... ⇄ [b4 cached]      (only committed blocks)
  *
- * The engine's hash is deliberately not ours (ipl_hash): a 128-bit XXH3 of the parent hash and
- * the block's token ids, seeded from `hash_seed` (PYTHONHASHSEED-style), whose low 64 bits are
- * the wire value, as vLLM sends the low 64 bits of its digest. The chain starts at
- * root = XXH3-128(hash_seed), vLLM's NONE_HASH. So a consumer of the events has to recompute
- * its own hashes from the token ids, exactly as it must with real vLLM.
+ * Blocks are keyed by the engine's full digests (sim_hasher: vLLM's own algorithms), which the
+ * caller computes; the map probes on their wire value (the last 8 bytes) and compares whole
+ * digests, as vLLM's dict of bytes does. A consumer of the events has to recompute its own
+ * hashes from the token ids, exactly as it must with real vLLM.
  *
  * Events (BlockStored, BlockRemoved, AllBlocksCleared) are appended to the caller's batch.
  * One difference from vLLM: when a sequence fills a block whose hash another block already
@@ -31,25 +30,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sim_hasher.h"
 #include "sim_kvbatch.h"
-
-typedef struct {
-    uint64_t hi;
-    uint64_t lo; /* the wire value (ExternalBlockHash as an int) */
-} sim_hash_t;
 
 /* A sequence's block table. Owned by the caller; zero-initialise it. */
 typedef struct {
     uint32_t *blocks;
     uint32_t nblocks;
     uint32_t cap;
-    uint32_t ncommitted; /* leading full blocks already committed (or found duplicate) */
+    uint32_t ncommitted;          /* leading full blocks already committed (or duplicate) */
+    const sim_block_keys_t *keys; /* LoRA / cache salt for its BlockStored events (borrowed,
+                                     NULL = none); the hashes already cover them */
 } sim_seq_t;
 
 typedef struct sim_cache sim_cache_t;
 
-/* `hash_seed` is copied into the root hash (NULL means "0"). NULL on allocation failure. */
-sim_cache_t *sim_cache_new(uint32_t num_blocks, uint32_t block_size, const char *hash_seed);
+/* NULL on allocation failure. */
+sim_cache_t *sim_cache_new(uint32_t num_blocks, uint32_t block_size);
 void sim_cache_destroy(sim_cache_t **self_p);
 
 uint32_t sim_cache_block_size(const sim_cache_t *self);
@@ -57,10 +54,6 @@ uint32_t sim_cache_num_blocks(const sim_cache_t *self);
 uint32_t sim_cache_num_free(const sim_cache_t *self);   /* reference count 0, cached or not */
 uint32_t sim_cache_num_cached(const sim_cache_t *self); /* committed blocks in the map */
 double sim_cache_usage(const sim_cache_t *self);        /* 1 - free/total, vLLM's definition */
-
-/* The chain: root (NONE_HASH), and the hash of one block of `block_size` tokens. */
-sim_hash_t sim_cache_root(const sim_cache_t *self);
-sim_hash_t sim_cache_hash_block(const sim_cache_t *self, sim_hash_t parent, const uint32_t *tokens);
 
 /* The longest prefix of `hashes` (n blocks) whose blocks are cached: returns its length and
  * writes the block ids into `out` (capacity n). Changes nothing. */
@@ -92,5 +85,8 @@ void sim_seq_release(sim_seq_t *seq);
 /* Forgets every cached hash (blocks in use stay allocated but are no longer hittable) and
  * emits AllBlocksCleared. */
 void sim_cache_reset(sim_cache_t *self, sim_kvbatch_t *events);
+/* A restarted GPU: every block free and uncached, the free list in its initial order, no
+ * events. Only when no sequence holds blocks (their tables would dangle). */
+void sim_cache_wipe(sim_cache_t *self);
 
 #endif

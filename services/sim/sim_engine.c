@@ -40,7 +40,8 @@ struct sim_req {
     uint64_t computed; /* tokens whose KV is computed (or cached) */
     uint32_t step_new; /* tokens scheduled in the step in flight */
     sim_seq_t seq;
-    sim_hash_t *hashes; /* chain over the full blocks of tokens[] */
+    sim_block_keys_t keys; /* owned strings; seq.keys points here when set */
+    sim_hash_t *hashes;    /* chain over the full blocks of tokens[] */
     uint32_t nhashes;
     bool scheduled_once;
     uint32_t cached_tokens;
@@ -61,8 +62,9 @@ typedef struct {
 
 struct sim_engine {
     sim_engine_config_t cfg;
-    char *hash_seed;
+    char *pythonhashseed;
     char *model_name;
+    sim_hasher_t *hasher;
     sim_cache_t *cache;
     sim_kvbatch_t *batch; /* events of the step being scheduled / in flight */
     pthread_mutex_t lock;
@@ -262,6 +264,8 @@ static void s_list_remove(s_list_t *l, sim_req_t *r)
 static void s_req_free(sim_req_t *r)
 {
     sim_seq_release(&r->seq);
+    free((char *)r->keys.lora_name);
+    free((char *)r->keys.cache_salt);
     pthread_cond_destroy(&r->cond);
     free(r->hashes);
     free(r->tokens);
@@ -273,14 +277,18 @@ static void s_req_unref(sim_req_t *r)
     if (--r->refs == 0) s_req_free(r);
 }
 
-/* Extends the request's hash chain to cover `nblocks` full blocks. */
+/* Extends the request's hash chain to cover `nblocks` full blocks. vLLM's extra keys: the
+ * LoRA name on every block, then the cache salt on the first. */
 static void s_ensure_hashes(sim_engine_t *self, sim_req_t *r, uint32_t nblocks)
 {
     uint32_t bs = self->cfg.block_size;
     while (r->nhashes < nblocks) {
-        sim_hash_t parent = r->nhashes ? r->hashes[r->nhashes - 1] : sim_cache_root(self->cache);
+        sim_extra_keys_t extra = {.nkeys = 0};
+        if (r->keys.lora_name) extra.keys[extra.nkeys++] = r->keys.lora_name;
+        if (r->keys.cache_salt && r->nhashes == 0) extra.keys[extra.nkeys++] = r->keys.cache_salt;
         r->hashes[r->nhashes] =
-            sim_cache_hash_block(self->cache, parent, r->tokens + (uint64_t)r->nhashes * bs);
+            sim_hasher_block(self->hasher, r->nhashes ? &r->hashes[r->nhashes - 1] : NULL,
+                             r->tokens + (uint64_t)r->nhashes * bs, bs, &extra);
         r->nhashes++;
     }
 }
@@ -477,6 +485,8 @@ static void s_complete(sim_engine_t *self, double now)
 static void s_publish(sim_engine_t *self)
 {
     if (self->cfg.kvpub) (void)sim_kvpub_publish(self->cfg.kvpub, self->batch);
+    if (self->cfg.on_kv_events && sim_kvbatch_count(self->batch))
+        self->cfg.on_kv_events(self->cfg.on_kv_events_arg, self->batch, s_now(self));
     sim_kvbatch_reset(self->batch);
 }
 
@@ -547,15 +557,17 @@ sim_engine_t *sim_engine_new(const sim_engine_config_t *cfg)
     sim_engine_t *self = calloc(1, sizeof *self);
     if (!self) return NULL;
     self->cfg = *cfg;
-    self->hash_seed = strdup(cfg->hash_seed ? cfg->hash_seed : "0");
+    self->pythonhashseed = cfg->pythonhashseed ? strdup(cfg->pythonhashseed) : NULL;
     self->model_name = strdup(cfg->model_name ? cfg->model_name : "sim-model");
-    self->cfg.hash_seed = self->hash_seed;
+    self->cfg.pythonhashseed = self->pythonhashseed;
     self->cfg.model_name = self->model_name;
     pthread_mutex_init(&self->lock, NULL);
     s_cond_init(&self->work);
-    self->cache = sim_cache_new(cfg->num_gpu_blocks, cfg->block_size, self->hash_seed);
+    self->hasher = sim_hasher_new(cfg->hash_algo, self->pythonhashseed, cfg->seed);
+    self->cache = sim_cache_new(cfg->num_gpu_blocks, cfg->block_size);
     self->batch = sim_kvbatch_new();
-    if (!self->hash_seed || !self->model_name || !self->cache || !self->batch) {
+    if ((cfg->pythonhashseed && !self->pythonhashseed) || !self->model_name || !self->hasher ||
+        !self->cache || !self->batch) {
         sim_engine_destroy(&self);
         return NULL;
     }
@@ -599,10 +611,11 @@ void sim_engine_destroy(sim_engine_t **self_p)
     sim_engine_stop(self);
     sim_kvbatch_destroy(&self->batch);
     sim_cache_destroy(&self->cache);
+    sim_hasher_destroy(&self->hasher);
     pthread_cond_destroy(&self->work);
     pthread_mutex_destroy(&self->lock);
     free(self->scratch);
-    free(self->hash_seed);
+    free(self->pythonhashseed);
     free(self->model_name);
     free(self);
     *self_p = NULL;
@@ -623,6 +636,21 @@ sim_req_t *sim_engine_submit(sim_engine_t *self, const sim_req_spec_t *spec)
         free(r->hashes);
         free(r);
         return NULL;
+    }
+    if (spec->keys) {
+        r->keys.lora_id = spec->keys->lora_id;
+        r->keys.lora_name = spec->keys->lora_name ? strdup(spec->keys->lora_name) : NULL;
+        r->keys.cache_salt = spec->keys->cache_salt ? strdup(spec->keys->cache_salt) : NULL;
+        if ((spec->keys->lora_name && !r->keys.lora_name) ||
+            (spec->keys->cache_salt && !r->keys.cache_salt)) {
+            free((char *)r->keys.lora_name);
+            free((char *)r->keys.cache_salt);
+            free(r->tokens);
+            free(r->hashes);
+            free(r);
+            return NULL;
+        }
+        r->seq.keys = &r->keys;
     }
     memcpy(r->tokens, spec->prompt, spec->nprompt * sizeof *r->tokens);
     memcpy(r->tokens + spec->nprompt, spec->output, spec->noutput * sizeof *r->tokens);
@@ -725,6 +753,27 @@ void sim_engine_reset_prefix_cache(sim_engine_t *self)
     if (!self->step_in_flight) s_publish(self);
     pthread_mutex_unlock(&self->lock);
     IPL_INFO("prefix_cache_reset", NULL);
+}
+
+void sim_engine_restart(sim_engine_t *self)
+{
+    pthread_mutex_lock(&self->lock);
+    double now = s_now(self);
+    while (self->running.head)
+        s_finish(self, self->running.head, SIM_FINISH_ABORT, now);
+    while (self->waiting.head)
+        s_finish(self, self->waiting.head, SIM_FINISH_ABORT, now);
+    /* A step in flight completes against empty lists: nothing is emitted, nothing published
+     * but what this function leaves in the batch (nothing). */
+    sim_kvbatch_reset(self->batch);
+    sim_cache_wipe(self->cache);
+    if (self->cfg.kvpub) sim_kvpub_restart(self->cfg.kvpub);
+    self->steps = self->preemptions = self->prefix_queries = self->prefix_hits = 0;
+    self->last_step = 0;
+    s_update_gauges(self);
+    pthread_cond_broadcast(&self->work);
+    pthread_mutex_unlock(&self->lock);
+    IPL_WARN("engine_restarted", "fault=restart kv_seq=0 cache=empty");
 }
 
 void sim_engine_stats(sim_engine_t *self, sim_engine_stats_t *out)

@@ -18,6 +18,9 @@
  * about one step. Newly full blocks are committed to the cache when scheduled (as vLLM does)
  * and the step's KV events are published when it ends.
  *
+ * Block hashes are vLLM's (sim_hasher, --prefix-caching-hash-algo), LoRA name and cache salt
+ * included as vLLM's extra keys, so the events carry exactly the values a real worker sends.
+ *
  * Time: simulated seconds. In threaded mode the clock is time_scale × real time since start;
  * in manual mode (tests) a virtual clock advanced by sim_engine_step / sim_engine_advance.
  *
@@ -33,6 +36,7 @@
 #include <stdint.h>
 
 #include "ipl_metrics.h"
+#include "sim_hasher.h"
 #include "sim_kvpub.h"
 #include "sim_profile.h"
 
@@ -52,19 +56,27 @@ typedef struct {
     uint32_t max_num_batched_tokens; /* tokens per step at most (8192) */
     double time_scale;               /* simulated seconds per real second (> 0) */
     sim_profile_t profile;           /* copied */
-    const char *hash_seed;           /* copied; the cache's NONE_HASH seed */
+    sim_hash_algo_t hash_algo;       /* --prefix-caching-hash-algo (sha256) */
+    const char *pythonhashseed;      /* copied; NONE_HASH = hash_fn(it), NULL when unset */
+    uint64_t seed;                   /* --seed: NONE_HASH when pythonhashseed is NULL */
     const char *model_name;          /* metric label (copied) */
     bool manual;                     /* tests: no thread, virtual clock */
     sim_kvpub_t *kvpub;              /* borrowed, may be NULL */
     ipl_metrics_t *metrics;          /* borrowed, may be NULL */
+    /* In-process consumer of the KV events (clustersim): called with every non-empty batch
+     * when it is published (kvpub or not), under the engine lock — it must not call back into
+     * the engine — with the engine clock; the batch is borrowed for the call. NULL: none. */
+    void (*on_kv_events)(void *arg, const sim_kvbatch_t *batch, double now_s);
+    void *on_kv_events_arg;
 } sim_engine_config_t;
 
 typedef struct {
-    const uint32_t *prompt; /* copied */
-    uint32_t nprompt;       /* >= 1 */
-    const uint32_t *output; /* the tokens the model will produce, copied */
-    uint32_t noutput;       /* >= 1 */
-    sim_finish_t finish;    /* STOP or LENGTH: the reason when all output is produced */
+    const uint32_t *prompt;       /* copied */
+    uint32_t nprompt;             /* >= 1 */
+    const uint32_t *output;       /* the tokens the model will produce, copied */
+    uint32_t noutput;             /* >= 1 */
+    sim_finish_t finish;          /* STOP or LENGTH: the reason when all output is produced */
+    const sim_block_keys_t *keys; /* LoRA adapter / cache salt, copied; NULL = none */
 } sim_req_spec_t;
 
 typedef struct {
@@ -121,6 +133,13 @@ void sim_engine_release(sim_engine_t *self, sim_req_t **req_p);
 
 /* POST /reset_prefix_cache: forgets every cached block and publishes AllBlocksCleared. */
 void sim_engine_reset_prefix_cache(sim_engine_t *self);
+
+/* Fault: an abrupt restart, as a vLLM process that died and came back. Every request in
+ * flight finishes as "abort"; the KV cache comes back empty without any event (a new process
+ * announces nothing about the old one's blocks); the publisher's sequence restarts at 0 with
+ * an empty replay buffer (sim_kvpub_restart); step and cache counters start again. The
+ * engine keeps running. */
+void sim_engine_restart(sim_engine_t *self);
 
 void sim_engine_stats(sim_engine_t *self, sim_engine_stats_t *out);
 double sim_engine_now(sim_engine_t *self);

@@ -155,14 +155,50 @@ static void s_pack_cstr(msgpack_packer *pk, const char *s)
     msgpack_pack_str_body(pk, s, n);
 }
 
-static void s_pack_hashes(msgpack_packer *pk, const uint64_t *h, uint32_t n)
+static void s_pack_hash(msgpack_packer *pk, const sim_hash_t *h, bool int_hashes)
+{
+    if (int_hashes) {
+        msgpack_pack_uint64(pk, h->lo);
+    } else {
+        msgpack_pack_bin(pk, h->len);
+        msgpack_pack_bin_body(pk, h->bytes, h->len);
+    }
+}
+
+static void s_pack_hashes(msgpack_packer *pk, const sim_hash_t *h, uint32_t n, bool int_hashes)
 {
     msgpack_pack_array(pk, n);
     for (uint32_t i = 0; i < n; i++)
-        msgpack_pack_uint64(pk, h[i]);
+        s_pack_hash(pk, &h[i], int_hashes);
 }
 
-static void s_pack_stored(msgpack_packer *pk, const sim_kv_event_t *ev, sim_kv_format_t fmt)
+static void s_pack_opt_str(msgpack_packer *pk, const char *s)
+{
+    if (s)
+        s_pack_cstr(pk, s);
+    else
+        msgpack_pack_nil(pk);
+}
+
+/* One entry per block: None, or the tuple (lora_name?, cache_salt on the chain's block 0?). */
+static void s_pack_extra_keys(msgpack_packer *pk, const sim_kv_event_t *ev)
+{
+    msgpack_pack_array(pk, ev->nhashes);
+    for (uint32_t i = 0; i < ev->nhashes; i++) {
+        bool salt = ev->keys.cache_salt && i == 0 && !ev->has_parent;
+        uint32_t n = (ev->keys.lora_name ? 1u : 0u) + (salt ? 1u : 0u);
+        if (!n) {
+            msgpack_pack_nil(pk);
+            continue;
+        }
+        msgpack_pack_array(pk, n);
+        if (ev->keys.lora_name) s_pack_cstr(pk, ev->keys.lora_name);
+        if (salt) s_pack_cstr(pk, ev->keys.cache_salt);
+    }
+}
+
+static void s_pack_stored(msgpack_packer *pk, const sim_kv_event_t *ev, sim_kv_format_t fmt,
+                          bool int_hashes)
 {
     bool map = fmt == SIM_KV_FORMAT_MAP;
     if (map) {
@@ -173,10 +209,10 @@ static void s_pack_stored(msgpack_packer *pk, const sim_kv_event_t *ev, sim_kv_f
     }
     s_pack_cstr(pk, "BlockStored");
     if (map) s_pack_cstr(pk, "block_hashes");
-    s_pack_hashes(pk, ev->hashes, ev->nhashes);
+    s_pack_hashes(pk, ev->hashes, ev->nhashes, int_hashes);
     if (map) s_pack_cstr(pk, "parent_block_hash");
     if (ev->has_parent)
-        msgpack_pack_uint64(pk, ev->parent);
+        s_pack_hash(pk, &ev->parent, int_hashes);
     else
         msgpack_pack_nil(pk);
     if (map) s_pack_cstr(pk, "token_ids");
@@ -186,31 +222,33 @@ static void s_pack_stored(msgpack_packer *pk, const sim_kv_event_t *ev, sim_kv_f
     if (map) s_pack_cstr(pk, "block_size");
     msgpack_pack_uint32(pk, ev->block_size);
     if (map) s_pack_cstr(pk, "lora_id");
-    msgpack_pack_nil(pk);
+    if (ev->keys.lora_id > 0)
+        msgpack_pack_int64(pk, ev->keys.lora_id);
+    else
+        msgpack_pack_nil(pk);
     if (map) s_pack_cstr(pk, "medium");
     s_pack_cstr(pk, "GPU");
     if (fmt == SIM_KV_FORMAT_ARRAY_LEGACY) return;
     if (map) s_pack_cstr(pk, "lora_name");
-    msgpack_pack_nil(pk);
+    s_pack_opt_str(pk, ev->keys.lora_name);
     if (!map) return;
     s_pack_cstr(pk, "extra_keys");
-    msgpack_pack_array(pk, ev->nhashes);
-    for (uint32_t i = 0; i < ev->nhashes; i++)
-        msgpack_pack_nil(pk);
+    s_pack_extra_keys(pk, ev);
     s_pack_cstr(pk, "group_idx");
     msgpack_pack_uint32(pk, 0);
     s_pack_cstr(pk, "kv_cache_spec_kind");
     s_pack_cstr(pk, "full_attention");
 }
 
-static void s_pack_removed(msgpack_packer *pk, const sim_kv_event_t *ev, sim_kv_format_t fmt)
+static void s_pack_removed(msgpack_packer *pk, const sim_kv_event_t *ev, sim_kv_format_t fmt,
+                           bool int_hashes)
 {
     if (fmt == SIM_KV_FORMAT_MAP) {
         msgpack_pack_map(pk, 4);
         s_pack_cstr(pk, "type");
         s_pack_cstr(pk, "BlockRemoved");
         s_pack_cstr(pk, "block_hashes");
-        s_pack_hashes(pk, ev->hashes, ev->nhashes);
+        s_pack_hashes(pk, ev->hashes, ev->nhashes, int_hashes);
         s_pack_cstr(pk, "medium");
         s_pack_cstr(pk, "GPU");
         s_pack_cstr(pk, "group_idx");
@@ -218,13 +256,13 @@ static void s_pack_removed(msgpack_packer *pk, const sim_kv_event_t *ev, sim_kv_
     } else {
         msgpack_pack_array(pk, 3);
         s_pack_cstr(pk, "BlockRemoved");
-        s_pack_hashes(pk, ev->hashes, ev->nhashes);
+        s_pack_hashes(pk, ev->hashes, ev->nhashes, int_hashes);
         s_pack_cstr(pk, "GPU");
     }
 }
 
 uint8_t *sim_kvpub_encode(const sim_kvbatch_t *batch, double ts, sim_kv_format_t format,
-                          size_t *len)
+                          bool int_hashes, size_t *len)
 {
     msgpack_sbuffer sbuf;
     msgpack_sbuffer_init(&sbuf);
@@ -238,9 +276,9 @@ uint8_t *sim_kvpub_encode(const sim_kvbatch_t *batch, double ts, sim_kv_format_t
         sim_kv_event_t ev;
         sim_kvbatch_get(batch, i, &ev);
         if (ev.kind == SIM_KV_STORED) {
-            s_pack_stored(&pk, &ev, format);
+            s_pack_stored(&pk, &ev, format, int_hashes);
         } else if (ev.kind == SIM_KV_REMOVED) {
-            s_pack_removed(&pk, &ev, format);
+            s_pack_removed(&pk, &ev, format, int_hashes);
         } else {
             if (format == SIM_KV_FORMAT_MAP) {
                 msgpack_pack_map(&pk, 1);
@@ -502,7 +540,8 @@ int sim_kvpub_publish(sim_kvpub_t *self, const sim_kvbatch_t *batch)
 {
     if (sim_kvbatch_count(batch) == 0) return 0;
     size_t len = 0;
-    uint8_t *data = sim_kvpub_encode(batch, ipl_wall_s(), self->opts.format, &len);
+    uint8_t *data =
+        sim_kvpub_encode(batch, ipl_wall_s(), self->opts.format, !self->opts.bytes_hashes, &len);
     pthread_mutex_lock(&self->lock);
     uint64_t seq = self->next_seq++;
     if (!data) {
@@ -536,6 +575,16 @@ int sim_kvpub_publish(sim_kvpub_t *self, const sim_kvbatch_t *batch)
     }
     pthread_mutex_unlock(&self->lock);
     return 0;
+}
+
+void sim_kvpub_restart(sim_kvpub_t *self)
+{
+    pthread_mutex_lock(&self->lock);
+    for (size_t i = 0; i < self->ring_len; i++)
+        free(self->ring[(self->ring_head + i) % self->ring_cap].data);
+    self->ring_len = self->ring_head = 0;
+    self->next_seq = 0;
+    pthread_mutex_unlock(&self->lock);
 }
 
 void sim_kvpub_stats(sim_kvpub_t *self, sim_kvpub_stats_t *out)

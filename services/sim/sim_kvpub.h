@@ -9,6 +9,12 @@
  *                                seq >= start, then [identity, "", "", ff*8, ""]
  *       layout 2 (vLLM <= 0.25): [identity, "", seq8, payload], then [identity, "", ff*8, ""]
  *
+ * Block hashes are sent as vLLM's maybe_convert_block_hash does: by default the digest's last 8
+ * bytes as an unsigned int (smallest msgpack int), or the raw digest (msgpack bin) when
+ * VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0 (int_hashes false). lora_id / lora_name are the
+ * request's adapter (nil without LoRA); extra_keys (map form only) has one entry per block:
+ * nil, or the tuple (array) of [lora_name] plus [cache_salt] on a chain's first block.
+ *
  * Event encodings (--kv-events-format):
  *   map           vLLM >= 0.26 (PR #42892): each event a map with "type" first:
  *                 BlockStored {type, block_hashes, parent_block_hash, token_ids, block_size,
@@ -65,13 +71,15 @@ int sim_kv_bind_parse(const char *text, sim_kv_bind_t *out);
 /* vLLM's rule: true when the PUB socket binds `endpoint`. */
 bool sim_kv_endpoint_binds(const char *endpoint);
 
-/* Encodes a batch as the payload frame. Returns a malloc'd buffer (the caller frees) and its
- * length, or NULL on allocation failure. */
+/* Encodes a batch as the payload frame; `int_hashes` picks vLLM's default int hashes over raw
+ * bytes. Returns a malloc'd buffer (the caller frees) and its length, or NULL on allocation
+ * failure. */
 uint8_t *sim_kvpub_encode(const sim_kvbatch_t *batch, double ts, sim_kv_format_t format,
-                          size_t *len);
+                          bool int_hashes, size_t *len);
 
 typedef struct {
     sim_kv_format_t format;
+    bool bytes_hashes; /* VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0: raw digests on the wire */
     sim_kv_bind_t bind;
     int replay_layout;    /* 2 or 3 */
     int64_t drop_every_n; /* 0: never */
@@ -89,6 +97,11 @@ void sim_kvpub_destroy(sim_kvpub_t **self_p);
  * Empty batches are skipped (vLLM publishes only steps with events). Thread-safe.
  * 0, or IPL_E_NOMEM (the batch is lost and counted). */
 int sim_kvpub_publish(sim_kvpub_t *self, const sim_kvbatch_t *batch);
+
+/* Fault: a restarted publisher. The next batch is sequence 0 again and the replay buffer is
+ * empty, as in a new vLLM process (subscribers detect the restart by the drop to 0). The
+ * sockets stay bound. Thread-safe. */
+void sim_kvpub_restart(sim_kvpub_t *self);
 
 /* The address a socket is bound or connected to (ZMQ_LAST_ENDPOINT: the real port when the
  * config said tcp://127.0.0.1:* ). `replay` picks the ROUTER. 0, or IPL_E_NOTFOUND. */

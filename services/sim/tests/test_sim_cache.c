@@ -1,5 +1,6 @@
 /*
- * Unit tests of sim_cache: hits on committed prefixes, LRU eviction order (least recently
+ * Unit tests of sim_cache (blocks keyed by vLLM's sha256 digests from sim_hasher): hits on
+ * committed prefixes, LRU eviction order (least recently
  * freed first, a sequence's tail blocks before its head), touched hits are not evicted,
  * the events (BlockStored chains with parents and tokens, BlockRemoved on reuse,
  * AllBlocksCleared on reset), duplicates not announced, and allocation refusal when full.
@@ -14,6 +15,7 @@
 #include <cmocka.h>
 
 #include "../sim_cache.h"
+#include "../sim_hasher.h"
 #include "ipl_error.h"
 
 #define BS 4
@@ -26,15 +28,36 @@ typedef struct {
     sim_seq_t seq;
 } s_prompt_t;
 
+static sim_hasher_t *s_hasher;
+
+static int s_setup(void **state)
+{
+    (void)state;
+    s_hasher = sim_hasher_new(SIM_HASH_SHA256, "0", 0);
+    return s_hasher ? 0 : -1;
+}
+
+static int s_teardown(void **state)
+{
+    (void)state;
+    sim_hasher_destroy(&s_hasher);
+    return 0;
+}
+
+static sim_hash_t s_block(const sim_hash_t *parent, const uint32_t *tokens)
+{
+    return sim_hasher_block(s_hasher, parent, tokens, BS, NULL);
+}
+
 static void s_prompt(sim_cache_t *c, s_prompt_t *p, uint32_t base, uint32_t nblocks)
 {
+    (void)c;
     memset(p, 0, sizeof *p);
     p->nblocks = nblocks;
     for (uint32_t i = 0; i < nblocks * BS; i++)
         p->tokens[i] = base + i;
-    sim_hash_t parent = sim_cache_root(c);
     for (uint32_t b = 0; b < nblocks; b++)
-        parent = p->hashes[b] = sim_cache_hash_block(c, parent, p->tokens + b * BS);
+        p->hashes[b] = s_block(b ? &p->hashes[b - 1] : NULL, p->tokens + b * BS);
 }
 
 /* Looks up, allocates and commits the whole prompt; returns the number of hit blocks. */
@@ -53,30 +76,10 @@ static uint32_t s_hits(sim_cache_t *c, const s_prompt_t *p)
     return sim_cache_lookup(c, p->hashes, p->nblocks, hits);
 }
 
-static void test_hash_chain(void **state)
-{
-    (void)state;
-    sim_cache_t *a = sim_cache_new(8, BS, "0");
-    sim_cache_t *b = sim_cache_new(8, BS, "0");
-    sim_cache_t *other = sim_cache_new(8, BS, "42");
-    uint32_t t[BS] = {1, 2, 3, 4}, u[BS] = {1, 2, 3, 5};
-    sim_hash_t ha = sim_cache_hash_block(a, sim_cache_root(a), t);
-    sim_hash_t hb = sim_cache_hash_block(b, sim_cache_root(b), t);
-    assert_true(ha.lo == hb.lo && ha.hi == hb.hi); /* same seed: reproducible */
-    assert_true(sim_cache_hash_block(other, sim_cache_root(other), t).lo != ha.lo);
-    assert_true(sim_cache_hash_block(a, sim_cache_root(a), u).lo != ha.lo);
-    /* Chained: the same block under another parent hashes differently. */
-    assert_true(sim_cache_hash_block(a, ha, t).lo != ha.lo);
-    sim_cache_destroy(&a);
-    sim_cache_destroy(&b);
-    sim_cache_destroy(&other);
-    assert_null(a);
-}
-
 static void test_hits_and_events(void **state)
 {
     (void)state;
-    sim_cache_t *c = sim_cache_new(16, BS, "0");
+    sim_cache_t *c = sim_cache_new(16, BS);
     sim_kvbatch_t *ev = sim_kvbatch_new();
     s_prompt_t a, b;
     s_prompt(c, &a, 100, 3);
@@ -88,7 +91,7 @@ static void test_hits_and_events(void **state)
     assert_int_equal(e.kind, SIM_KV_STORED);
     assert_int_equal(e.nhashes, 3);
     assert_false(e.has_parent);
-    assert_true(e.hashes[2] == a.hashes[2].lo);
+    assert_true(sim_hash_eq(&e.hashes[2], &a.hashes[2]));
     assert_int_equal(e.ntokens, 12);
     assert_int_equal(e.tokens[11], 111);
     assert_int_equal(e.block_size, BS);
@@ -96,13 +99,13 @@ static void test_hits_and_events(void **state)
     /* b shares the first two blocks, then differs: 2 hits, one new block stored with parent. */
     s_prompt(c, &b, 100, 3);
     b.tokens[2 * BS] = 999;
-    b.hashes[2] = sim_cache_hash_block(c, b.hashes[1], b.tokens + 2 * BS);
+    b.hashes[2] = s_block(&b.hashes[1], b.tokens + 2 * BS);
     sim_kvbatch_reset(ev);
     assert_int_equal(s_run(c, &b, ev), 2);
     assert_int_equal(sim_kvbatch_count(ev), 1);
     sim_kvbatch_get(ev, 0, &e);
     assert_int_equal(e.nhashes, 1);
-    assert_true(e.has_parent && e.parent == a.hashes[1].lo);
+    assert_true(e.has_parent && sim_hash_eq(&e.parent, &a.hashes[1]));
     assert_int_equal(e.tokens[0], 999);
     /* Shared blocks are reference counted: 3 + 1 blocks in use. */
     assert_int_equal(sim_cache_num_free(c), 12);
@@ -122,7 +125,7 @@ static void test_hits_and_events(void **state)
 static void test_lru_eviction_order(void **state)
 {
     (void)state;
-    sim_cache_t *c = sim_cache_new(6, BS, "0");
+    sim_cache_t *c = sim_cache_new(6, BS);
     sim_kvbatch_t *ev = sim_kvbatch_new();
     s_prompt_t a, b, x;
     s_prompt(c, &a, 100, 3);
@@ -139,10 +142,10 @@ static void test_lru_eviction_order(void **state)
     sim_kv_event_t e;
     sim_kvbatch_get(ev, 0, &e);
     assert_int_equal(e.kind, SIM_KV_REMOVED);
-    assert_true(e.hashes[0] == a.hashes[2].lo);
+    assert_true(sim_hash_eq(&e.hashes[0], &a.hashes[2]));
     sim_kvbatch_get(ev, 1, &e);
     assert_int_equal(e.kind, SIM_KV_REMOVED);
-    assert_true(e.hashes[0] == a.hashes[1].lo);
+    assert_true(sim_hash_eq(&e.hashes[0], &a.hashes[1]));
     sim_kvbatch_get(ev, 2, &e);
     assert_int_equal(e.kind, SIM_KV_STORED);
     assert_int_equal(s_hits(c, &a), 1);
@@ -173,7 +176,7 @@ static void test_lru_eviction_order(void **state)
 static void test_full_cache_refuses(void **state)
 {
     (void)state;
-    sim_cache_t *c = sim_cache_new(4, BS, "0");
+    sim_cache_t *c = sim_cache_new(4, BS);
     sim_kvbatch_t *ev = sim_kvbatch_new();
     s_prompt_t a, b;
     s_prompt(c, &a, 100, 3);
@@ -197,7 +200,7 @@ static void test_full_cache_refuses(void **state)
 static void test_duplicate_not_announced(void **state)
 {
     (void)state;
-    sim_cache_t *c = sim_cache_new(8, BS, "0");
+    sim_cache_t *c = sim_cache_new(8, BS);
     sim_kvbatch_t *ev = sim_kvbatch_new();
     s_prompt_t a, b;
     s_prompt(c, &a, 100, 2);
@@ -221,7 +224,7 @@ static void test_duplicate_not_announced(void **state)
 static void test_reset(void **state)
 {
     (void)state;
-    sim_cache_t *c = sim_cache_new(8, BS, "0");
+    sim_cache_t *c = sim_cache_new(8, BS);
     sim_kvbatch_t *ev = sim_kvbatch_new();
     s_prompt_t a;
     s_prompt(c, &a, 100, 3);
@@ -256,7 +259,7 @@ static void test_reset(void **state)
 static void test_events_track_contents(void **state)
 {
     (void)state;
-    sim_cache_t *c = sim_cache_new(32, BS, "7");
+    sim_cache_t *c = sim_cache_new(32, BS);
     sim_kvbatch_t *ev = sim_kvbatch_new();
     uint64_t announced[4096];
     size_t nann = 0;
@@ -271,10 +274,10 @@ static void test_events_track_contents(void **state)
             for (uint32_t h = 0; h < e.nhashes; h++) {
                 if (e.kind == SIM_KV_STORED) {
                     assert_true(nann < 4096);
-                    announced[nann++] = e.hashes[h];
+                    announced[nann++] = e.hashes[h].lo;
                 } else {
                     size_t k = 0;
-                    while (k < nann && announced[k] != e.hashes[h])
+                    while (k < nann && announced[k] != e.hashes[h].lo)
                         k++;
                     assert_true(k < nann); /* removing only what was announced */
                     announced[k] = announced[--nann];
@@ -289,16 +292,57 @@ static void test_events_track_contents(void **state)
     sim_cache_destroy(&c);
 }
 
+/* Two digests with the same wire value (last 8 bytes) are different blocks: the map compares
+ * whole digests, as vLLM's dict of bytes does. The sequence's keys reach its events. */
+static void test_full_digest_keys_and_wipe(void **state)
+{
+    (void)state;
+    sim_cache_t *c = sim_cache_new(8, BS);
+    sim_kvbatch_t *ev = sim_kvbatch_new();
+    s_prompt_t a, b;
+    s_prompt(c, &a, 100, 1);
+    s_prompt(c, &b, 100, 1);
+    a.hashes[0] = sim_hash_from_u64(7);
+    b.hashes[0] = sim_hash_from_u64(7);
+    b.hashes[0].bytes[0] = 1; /* same lo, other digest */
+    sim_block_keys_t keys = {.lora_id = 3, .lora_name = "x", .cache_salt = "y"};
+    a.seq.keys = &keys;
+    assert_int_equal(s_run(c, &a, ev), 0);
+    assert_int_equal(s_hits(c, &b), 0);
+    assert_int_equal(s_run(c, &b, ev), 0);
+    assert_int_equal(sim_cache_num_cached(c), 2);
+    sim_kv_event_t e;
+    sim_kvbatch_get(ev, 0, &e);
+    assert_int_equal(e.keys.lora_id, 3);
+    assert_string_equal(e.keys.lora_name, "x");
+    assert_string_equal(e.keys.cache_salt, "y");
+    sim_kvbatch_get(ev, 1, &e);
+    assert_null(e.keys.lora_name);
+    /* A wipe (restart) frees and forgets everything, announcing nothing. */
+    sim_cache_free(c, &a.seq);
+    sim_cache_free(c, &b.seq);
+    sim_kvbatch_reset(ev);
+    sim_cache_wipe(c);
+    assert_int_equal(sim_cache_num_free(c), 8);
+    assert_int_equal(sim_cache_num_cached(c), 0);
+    assert_int_equal(s_hits(c, &a), 0);
+    assert_int_equal(sim_kvbatch_count(ev), 0);
+    sim_seq_release(&a.seq);
+    sim_seq_release(&b.seq);
+    sim_kvbatch_destroy(&ev);
+    sim_cache_destroy(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_hash_chain),
         cmocka_unit_test(test_hits_and_events),
         cmocka_unit_test(test_lru_eviction_order),
         cmocka_unit_test(test_full_cache_refuses),
         cmocka_unit_test(test_duplicate_not_announced),
         cmocka_unit_test(test_reset),
         cmocka_unit_test(test_events_track_contents),
+        cmocka_unit_test(test_full_digest_keys_and_wipe),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }

@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,7 +38,8 @@ static sim_engine_config_t s_config(uint32_t blocks, uint32_t batched)
                                  .max_num_batched_tokens = batched,
                                  .time_scale = 1.0,
                                  .profile = p,
-                                 .hash_seed = "0",
+                                 .hash_algo = SIM_HASH_SHA256,
+                                 .pythonhashseed = "0",
                                  .model_name = "m",
                                  .manual = true};
 }
@@ -50,8 +52,9 @@ static sim_engine_t *s_engine(uint32_t blocks, uint32_t batched)
     return e;
 }
 
-/* Submits a prompt of n tokens base, base+1, ... producing `out` tokens. */
-static sim_req_t *s_submit(sim_engine_t *e, uint32_t base, uint32_t n, uint32_t out)
+/* Submits a prompt of n tokens base, base+1, ... producing `out` tokens, under `keys`. */
+static sim_req_t *s_submit_keys(sim_engine_t *e, uint32_t base, uint32_t n, uint32_t out,
+                                const sim_block_keys_t *keys)
 {
     uint32_t *prompt = malloc(n * sizeof *prompt), *output = malloc(out * sizeof *output);
     for (uint32_t i = 0; i < n; i++)
@@ -62,12 +65,18 @@ static sim_req_t *s_submit(sim_engine_t *e, uint32_t base, uint32_t n, uint32_t 
                            .nprompt = n,
                            .output = output,
                            .noutput = out,
-                           .finish = SIM_FINISH_LENGTH};
+                           .finish = SIM_FINISH_LENGTH,
+                           .keys = keys};
     sim_req_t *r = sim_engine_submit(e, &spec);
     assert_non_null(r);
     free(prompt);
     free(output);
     return r;
+}
+
+static sim_req_t *s_submit(sim_engine_t *e, uint32_t base, uint32_t n, uint32_t out)
+{
+    return s_submit_keys(e, base, n, out, NULL);
 }
 
 /* Steps until nothing is left (bounded); returns the number of steps. */
@@ -322,6 +331,55 @@ static void test_threaded_scaled_time(void **state)
     sim_engine_destroy(&e);
 }
 
+/* vLLM's extra keys: a LoRA adapter's blocks never serve the base model or another adapter,
+ * a cache salt isolates its chain; the same adapter (or salt) hits its own blocks. */
+static void test_lora_and_salt_isolate(void **state)
+{
+    (void)state;
+    sim_engine_t *e = s_engine(1000, 8192);
+    sim_block_keys_t a = {.lora_id = 1, .lora_name = "adapter-a"};
+    sim_block_keys_t b = {.lora_id = 2, .lora_name = "adapter-b"};
+    sim_block_keys_t salt = {.cache_salt = "tenant-1"};
+    sim_block_keys_t salt2 = {.cache_salt = "tenant-2"};
+    const sim_block_keys_t *seq[] = {NULL, &a, &b, &a, &salt, &salt2, &salt, NULL};
+    uint32_t expect[] = {0, 0, 0, 96, 0, 0, 96, 96};
+    for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) {
+        sim_req_t *r = s_submit_keys(e, 1, 100, 1, seq[i]);
+        s_drain(e);
+        assert_int_equal(s_status(e, r).cached_tokens, expect[i]);
+        sim_engine_release(e, &r);
+    }
+    sim_engine_destroy(&e);
+}
+
+static void test_restart_forgets_everything(void **state)
+{
+    (void)state;
+    sim_engine_t *e = s_engine(100, 8192);
+    sim_req_t *done = s_submit(e, 1, 100, 1);
+    s_drain(e);
+    sim_req_t *live = s_submit(e, 5000, 100, 50);
+    sim_engine_step(e);
+    sim_engine_stats_t st;
+    sim_engine_stats(e, &st);
+    assert_true(st.cached_blocks > 0 && st.running == 1);
+    sim_engine_restart(e);
+    sim_engine_stats(e, &st);
+    assert_int_equal(st.running + st.waiting, 0);
+    assert_int_equal(st.cached_blocks, 0);
+    assert_int_equal(st.free_blocks, 100);
+    assert_int_equal(st.steps, 0);
+    assert_int_equal(s_status(e, live).finish, SIM_FINISH_ABORT);
+    /* The prompt that was cached before is computed again. */
+    sim_req_t *again = s_submit(e, 1, 100, 1);
+    s_drain(e);
+    assert_int_equal(s_status(e, again).cached_tokens, 0);
+    sim_engine_release(e, &done);
+    sim_engine_release(e, &live);
+    sim_engine_release(e, &again);
+    sim_engine_destroy(&e);
+}
+
 /* --- the engine's event stream, decoded by the collector's decoder ------------------------- */
 
 typedef struct {
@@ -333,6 +391,8 @@ typedef struct {
     uint64_t last_hash[8];
     uint32_t tokens[8][48];
     uint32_t ntokens[8];
+    bool extra_keys[8];
+    char lora[8][16];
 } s_events_t;
 
 static int s_on_event(void *arg, const ipl_vllm_kv_event_t *ev)
@@ -346,6 +406,9 @@ static int s_on_event(void *arg, const ipl_vllm_kv_event_t *ev)
     s->parent[i] = ev->parent_hash;
     s->last_hash[i] = ev->nblocks ? ev->block_hashes[ev->nblocks - 1] : 0;
     s->ntokens[i] = ev->ntokens;
+    s->extra_keys[i] = ev->has_extra_keys;
+    if (ev->lora_name)
+        snprintf(s->lora[i], sizeof s->lora[i], "%.*s", (int)ev->lora_name_len, ev->lora_name);
     for (uint32_t k = 0; k < ev->ntokens && k < 48; k++)
         s->tokens[i][k] = ev->token_ids[k];
     return 0;
@@ -413,6 +476,7 @@ static void test_events_per_step(void **state)
 
     sim_engine_config_t cfg = s_config(100, 8192);
     cfg.kvpub = pub;
+    cfg.hash_algo = SIM_HASH_SHA256_CBOR; /* PYTHONHASHSEED "0": reproducible, see below */
     sim_engine_t *e = sim_engine_new(&cfg);
     /* 40 prompt tokens: step 1 commits 2 full blocks; the 8th output token fills block 3. */
     sim_req_t *r = s_submit(e, 1000, 40, 10);
@@ -438,6 +502,27 @@ static void test_events_per_step(void **state)
     s_events_t c;
     assert_int_equal(s_recv_events(sub, &c), seen + 3);
     assert_int_equal(c.kind[0], IPL_VLLM_KV_ALL_CLEARED);
+    /* The wire hashes are vLLM's: tokens 1..16 under sha256_cbor with PYTHONHASHSEED=0 are
+     * sha256(cbor((sha256(cbor("0")), (1, ..., 16), None))), last 8 bytes = 3236607068019569386
+     * (CPython + cbor2, see test_sim_hasher.c); with LoRA "lora-a" and salt "salty" the extra
+     * keys ("lora-a", "salty") give ...2c91c31e10e24b76. */
+    sim_req_t *p = s_submit(e, 1, 17, 1);
+    s_drain(e);
+    s_events_t d;
+    assert_int_equal(s_recv_events(sub, &d), seen + 4);
+    assert_true(d.last_hash[0] == 3236607068019569386ull);
+    assert_false(d.extra_keys[0]);
+    sim_engine_reset_prefix_cache(e);
+    assert_int_equal(s_recv_events(sub, &d), seen + 5);
+    sim_block_keys_t keys = {.lora_id = 1, .lora_name = "lora-a", .cache_salt = "salty"};
+    sim_req_t *q = s_submit_keys(e, 1, 17, 1, &keys);
+    s_drain(e);
+    assert_int_equal(s_recv_events(sub, &d), seen + 6);
+    assert_true(d.last_hash[0] == 0x2c91c31e10e24b76ull);
+    assert_false(d.extra_keys[0]); /* the array format (vLLM < 0.26) has no extra_keys */
+    assert_string_equal(d.lora[0], "lora-a");
+    sim_engine_release(e, &p);
+    sim_engine_release(e, &q);
     sim_engine_release(e, &r);
     sim_engine_destroy(&e);
     zmq_close(sub);
@@ -457,6 +542,8 @@ int main(void)
         cmocka_unit_test(test_abort_frees_blocks),
         cmocka_unit_test(test_inter_token_latency),
         cmocka_unit_test(test_threaded_scaled_time),
+        cmocka_unit_test(test_lora_and_salt_isolate),
+        cmocka_unit_test(test_restart_forgets_everything),
         cmocka_unit_test(test_events_per_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
