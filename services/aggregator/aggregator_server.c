@@ -37,6 +37,9 @@ struct aggregator_server {
     ipl_metric_t *block_ops, *published, *publish_failed, *heartbeats;
     ipl_metric_t *snapshots, *snapshot_failed;
     ipl_metric_t *g_memberships, *g_blocks, *g_workers, *g_seq, *g_memory;
+    ipl_metric_t *g_kv_state[3];
+    uint64_t incarnation; /* wall-clock ms at start: tells a restarted aggregator apart */
+    uint64_t started_ms;  /* monotonic */
 };
 
 static const char *s_flag[3] = {"--pull", "--pub", "--snapshot"};
@@ -65,6 +68,10 @@ static void s_collect(void *arg, ipl_metrics_t *metrics)
     ipl_metric_set(self->g_workers, (double)ipl_index_nworkers(idx));
     ipl_metric_set(self->g_seq, (double)aggregator_state_seq(self->state));
     ipl_metric_set(self->g_memory, (double)ipl_index_memory_bytes(idx));
+    size_t counts[3];
+    aggregator_state_kv_counts(self->state, counts);
+    for (int k = 0; k < 3; k++)
+        ipl_metric_set(self->g_kv_state[k], (double)counts[k]);
     pthread_mutex_unlock(&self->lock);
 }
 
@@ -102,6 +109,13 @@ static void s_metrics_init(aggregator_server_t *self)
                                     "Current state sequence number.", NULL);
     self->g_memory = ipl_metrics_gauge(m, "inferplane_aggregator_index_memory_bytes",
                                        "Memory used by the prefix index.", NULL);
+    const char *kv_names[3] = {"kv_state=\"exact\"", "kv_state=\"syncing\"",
+                               "kv_state=\"degraded\""};
+    for (int k = 0; k < 3; k++)
+        self->g_kv_state[k] = ipl_metrics_gauge(
+            m, "inferplane_aggregator_workers_by_kv_state",
+            "Workers by the exactness of their KV state (degraded: load-only routing).",
+            kv_names[k]);
     /* pre-create the common drop reasons so dashboards see zeros */
     const char *reasons[] = {"truncated",    "wrong_type", "bad_version",
                              "unknown_type", "invalid",    "multipart"};
@@ -153,6 +167,8 @@ aggregator_server_t *aggregator_server_new(const aggregator_config_t *config,
     self->heartbeat_ms = config->heartbeat_ms ? config->heartbeat_ms : 1000;
     self->stale_ms = config->stale_ms ? config->stale_ms : 5000;
     self->next_heartbeat_ms = ipl_mono_ms() + self->heartbeat_ms;
+    self->incarnation = ipl_wall_ms();
+    self->started_ms = ipl_mono_ms();
     self->state = aggregator_state_new();
     if (!self->state) {
         snprintf(err, errlen, "out of memory");
@@ -444,10 +460,17 @@ static cJSON *s_state_json(aggregator_server_t *self, size_t max_hashes)
     uint64_t now = ipl_mono_ms();
     pthread_mutex_lock(&self->lock);
     const ipl_index_t *idx = aggregator_state_index(self->state);
+    cJSON_AddNumberToObject(root, "incarnation", (double)self->incarnation);
+    cJSON_AddNumberToObject(root, "uptime_ms", (double)(now - self->started_ms));
     cJSON_AddNumberToObject(root, "seq", (double)aggregator_state_seq(self->state));
     cJSON_AddNumberToObject(root, "blocks", (double)ipl_index_blocks(idx));
     cJSON_AddNumberToObject(root, "memberships", (double)ipl_index_memberships(idx));
     cJSON_AddNumberToObject(root, "index_memory_bytes", (double)ipl_index_memory_bytes(idx));
+    size_t counts[3];
+    aggregator_state_kv_counts(self->state, counts);
+    cJSON *kv = cJSON_AddObjectToObject(root, "kv_states");
+    for (int k = 0; k < 3; k++)
+        cJSON_AddNumberToObject(kv, s_kv_state_name((uint64_t)k), (double)counts[k]);
     cJSON *workers = cJSON_AddArrayToObject(root, "workers");
     int n = aggregator_state_nworkers(self->state);
     for (int id = 0; id < n; id++) {

@@ -46,9 +46,11 @@ aggregator_server_t *aggregator_server_new(const aggregator_config_t *config,
                                            ipl_metrics_t *metrics, char *err, size_t errlen);
 void aggregator_server_destroy(aggregator_server_t **self_p);
 
-/* Registers GET /debug/state on `httpd` (before it starts). The JSON lists every worker with
- * its block count, load, kv_state, health and the age of its last update; `?hashes=N` adds up
- * to N of each worker's block hashes (hex strings). */
+/* Registers GET /debug/state on `httpd` (before it starts). The JSON has the incarnation
+ * (wall-clock ms of this process's start: it changes when the aggregator restarts), the state
+ * seq, index totals, the number of workers per kv_state, and lists every worker with its
+ * block count, load, kv_state, health and the age of its last update; `?hashes=N` adds up to
+ * N of each worker's block hashes (hex strings). */
 void aggregator_server_routes(aggregator_server_t *self, ipl_httpd_t *httpd);
 
 /* Waits up to `timeout_ms` for input (and for `stop_fd` when >= 0), handles everything

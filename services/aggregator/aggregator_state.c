@@ -10,7 +10,10 @@
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
+#include "ipl_clock.h"
 #include "ipl_error.h"
 
 typedef struct {
@@ -26,6 +29,7 @@ typedef struct {
 struct aggregator_state {
     ipl_index_t *index;
     uint64_t seq;
+    uint64_t incarnation; /* random per state (process start), stamped with every seq */
     s_worker_t workers[IPL_INDEX_MAX_WORKERS];
 };
 
@@ -38,6 +42,9 @@ aggregator_state_t *aggregator_state_new(void)
         free(self);
         return NULL;
     }
+    if (getrandom(&self->incarnation, sizeof self->incarnation, 0) != sizeof self->incarnation)
+        self->incarnation = ipl_mono_ns() ^ ((uint64_t)getpid() << 32);
+    if (!self->incarnation) self->incarnation = 1; /* 0 means "a sender without one" */
     return self;
 }
 
@@ -81,6 +88,7 @@ static int s_apply_kv(aggregator_state_t *self, ipl_kv_event_t *ev, uint64_t now
     w->kv_events++;
     w->updated_ms = now_ms;
     ev->seq = ++self->seq;
+    ev->incarnation = self->incarnation;
     return 0;
 }
 
@@ -90,6 +98,7 @@ static int s_apply_load(aggregator_state_t *self, ipl_load_t *load, uint64_t now
     if (id < 0) return id;
     s_worker_t *w = &self->workers[id];
     load->seq = ++self->seq;
+    load->incarnation = self->incarnation;
     w->load = *load;
     w->load.worker = NULL;
     w->has_load = true;
@@ -155,6 +164,7 @@ int aggregator_state_snapshot(aggregator_state_t *self, size_t chunk, aggregator
     for (int id = 0; id < nworkers && rc == 0; id++) {
         const s_worker_t *w = &self->workers[id];
         c.ev.seq = self->seq;
+        c.ev.incarnation = self->incarnation;
         c.ev.worker = (char *)ipl_index_worker_name(self->index, id);
         c.ev.epoch = w->epoch;
         c.ev.src_seq = w->src_seq;
@@ -168,11 +178,15 @@ int aggregator_state_snapshot(aggregator_state_t *self, size_t chunk, aggregator
         if (rc == 0) {
             ipl_load_t load = s_load_of(self, id);
             load.seq = self->seq;
+            load.incarnation = self->incarnation;
             rc = fn(arg, IPL_MSG_LOAD, &load);
         }
     }
     free(c.ev.hashes);
-    *end = (ipl_snapshot_end_t){.seq = self->seq, .workers = (uint64_t)nworkers, .blocks = c.sent};
+    *end = (ipl_snapshot_end_t){.seq = self->seq,
+                                .workers = (uint64_t)nworkers,
+                                .blocks = c.sent,
+                                .incarnation = self->incarnation};
     return rc;
 }
 
@@ -189,11 +203,24 @@ int aggregator_state_heartbeat(aggregator_state_t *self, uint64_t now_ms, uint64
         }
         ipl_load_t load = s_load_of(self, id);
         load.seq = self->seq + 1;
+        load.incarnation = self->incarnation;
         int rc = fn(arg, IPL_MSG_LOAD, &load);
         if (rc != 0) return rc;
         w->load.seq = ++self->seq;
     }
     return 0;
+}
+
+void aggregator_state_kv_counts(const aggregator_state_t *self, size_t counts[3])
+{
+    assert(self && counts);
+    counts[0] = counts[1] = counts[2] = 0;
+    int n = ipl_index_nworkers(self->index);
+    for (int id = 0; id < n; id++) {
+        const s_worker_t *w = &self->workers[id];
+        if (!w->has_load) continue;
+        counts[w->load.kv_state <= IPL_KV_DEGRADED ? w->load.kv_state : IPL_KV_DEGRADED]++;
+    }
 }
 
 uint64_t aggregator_state_seq(const aggregator_state_t *self)

@@ -76,6 +76,10 @@ int aggregator_state_snapshot(aggregator_state_t *self, size_t chunk, aggregator
 int aggregator_state_heartbeat(aggregator_state_t *self, uint64_t now_ms, uint64_t stale_ms,
                                aggregator_emit_fn *fn, void *arg);
 
+/* Workers with a LOAD, by its kv_state: counts[IPL_KV_EXACT], [_SYNCING], [_DEGRADED] (a
+ * stale worker counts as DEGRADED once a heartbeat marked it so). */
+void aggregator_state_kv_counts(const aggregator_state_t *self, size_t counts[3]);
+
 uint64_t aggregator_state_seq(const aggregator_state_t *self);
 const ipl_index_t *aggregator_state_index(const aggregator_state_t *self);
 int aggregator_state_nworkers(const aggregator_state_t *self);

@@ -15,6 +15,7 @@
 
 #include "collector_scrape.h"
 #include "collector_stream.h"
+#include "collector_upstream.h"
 #include "ipl_clock.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
@@ -31,13 +32,15 @@ _Static_assert((int)COLLECTOR_KV_EXACT == (int)IPL_KV_EXACT &&
                    (int)COLLECTOR_KV_DEGRADED == (int)IPL_KV_DEGRADED,
                "collector kv states are proto's");
 
-#define S_MAX_AGGREGATORS 8
 #define S_MAX_KV_FRAME    (64 << 20) /* a vLLM batch; the decoder bounds what it accepts */
 #define S_DRAIN_BUDGET    1000       /* messages per worker per loop round */
 #define S_POLICY_CHECK_MS 200
+#define S_MAX_WAIT_MS     100   /* loop rounds at least this often: replay timers */
+#define S_RESEND_CHUNK    8192u /* hashes per KV_EVENT in a full-state resend */
 
 typedef struct {
     uint64_t batches, events, gaps, restarts, unknown_parents;
+    uint64_t replays_ok, replays_failed, replayed_batches, degradations;
 } s_mirror_t; /* stream counters already added to the metrics */
 
 typedef struct s_worker {
@@ -45,7 +48,10 @@ typedef struct s_worker {
     size_t id; /* scrape target; unique for the node's lifetime */
     collector_worker_spec_t spec;
     zsock_t *sub;
+    zsock_t *replay; /* DEALER to the worker's replay ROUTER while a replay runs */
     collector_stream_t *stream;
+    int sent_kv_state;      /* in the last LOAD (-1: none yet) */
+    uint64_t restarts_seen; /* the stream's restart count at the last scrape */
     /* load */
     bool has_sample;
     collector_sample_t sample;
@@ -56,14 +62,15 @@ typedef struct s_worker {
     char last_error[160];
     s_mirror_t mirrored;
     ipl_metric_t *m_batches, *m_events, *m_gaps, *m_restarts, *m_unknown_parents;
+    ipl_metric_t *m_replays_ok, *m_replays_failed, *m_replayed, *m_degradations;
     ipl_metric_t *m_scrape_ok, *m_scrape_failed, *m_kv_state;
 } s_worker_t;
 
 struct collector_node {
     pthread_mutex_t lock; /* guards workers and their counters against admin readers */
     ipl_metrics_t *metrics;
-    zsock_t *push[S_MAX_AGGREGATORS];
-    size_t npush;
+    collector_upstream_t *upstream;
+    uint64_t *resend_buf; /* S_RESEND_CHUNK hashes */
     s_worker_t **workers;
     size_t nworkers, workers_cap;
     size_t next_id;
@@ -76,7 +83,7 @@ struct collector_node {
     collector_scrape_t *scrape;
     zmq_pollitem_t *items;
     size_t items_cap;
-    ipl_metric_t *m_push_dropped, *m_workers;
+    ipl_metric_t *m_workers;
 };
 
 /* ------------------------------------------------------------------------------------------ */
@@ -254,14 +261,7 @@ int collector_worker_specs_parse(const char *text, collector_worker_spec_t **out
 
 static void s_send(collector_node_t *self, int type, const void *body)
 {
-    for (size_t i = 0; i < self->npush; i++) {
-        int rc = ipl_msg_send(zsock_resolve(self->push[i]), type, body, ZMQ_DONTWAIT);
-        if (rc != 0) {
-            ipl_metric_inc(self->m_push_dropped);
-            IPL_LOG_EVERY(5, IPL_LOG_WARN, "push_dropped", "aggregator=%zu error=%s", i,
-                          ipl_strerror(rc));
-        }
-    }
+    collector_upstream_send(self->upstream, type, body);
 }
 
 static void s_on_op(void *arg, const collector_op_t *op)
@@ -278,20 +278,33 @@ static void s_on_op(void *arg, const collector_op_t *op)
     s_send(w->node, IPL_MSG_KV_EVENT, &ev);
 }
 
-static void s_send_load(collector_node_t *self, s_worker_t *w)
+/* A worker whose KV events we cannot even subscribe to has an unknown cache: DEGRADED. */
+static int s_kv_state(const s_worker_t *w)
+{
+    return w->sub ? collector_stream_kv_state(w->stream) : IPL_KV_DEGRADED;
+}
+
+/* The LOAD describing worker `w` now. */
+static ipl_load_t s_load_of(s_worker_t *w)
 {
     uint32_t bs = w->sample.block_size ? (uint32_t)w->sample.block_size
                                        : collector_stream_block_size(w->stream);
-    ipl_load_t load = {.seq = 0,
-                       .worker = w->spec.name,
-                       .ts_ms = ipl_wall_ms(),
-                       .running = w->sample.running > 0 ? (uint64_t)w->sample.running : 0,
-                       .waiting = w->sample.waiting > 0 ? (uint64_t)w->sample.waiting : 0,
-                       .kv_usage = w->sample.kv_usage,
-                       .block_size = bs,
-                       .num_blocks = w->sample.num_blocks,
-                       .health = w->up ? IPL_HEALTH_UP : IPL_HEALTH_DOWN,
-                       .kv_state = (uint64_t)collector_stream_kv_state(w->stream)};
+    return (ipl_load_t){.seq = 0,
+                        .worker = w->spec.name,
+                        .ts_ms = ipl_wall_ms(),
+                        .running = w->sample.running > 0 ? (uint64_t)w->sample.running : 0,
+                        .waiting = w->sample.waiting > 0 ? (uint64_t)w->sample.waiting : 0,
+                        .kv_usage = w->sample.kv_usage,
+                        .block_size = bs,
+                        .num_blocks = w->sample.num_blocks,
+                        .health = w->up ? IPL_HEALTH_UP : IPL_HEALTH_DOWN,
+                        .kv_state = (uint64_t)s_kv_state(w)};
+}
+
+static void s_send_load(collector_node_t *self, s_worker_t *w)
+{
+    ipl_load_t load = s_load_of(w);
+    w->sent_kv_state = (int)load.kv_state;
     s_send(self, IPL_MSG_LOAD, &load);
 }
 
@@ -329,6 +342,20 @@ static void s_worker_metrics(collector_node_t *self, s_worker_t *w)
     w->m_unknown_parents =
         ipl_metrics_counter(m, "inferplane_collector_unknown_parents_total",
                             "BlockStored events skipped because their parent was unknown.", labels);
+    char rr[340];
+    snprintf(rr, sizeof rr, "%s,result=\"ok\"", labels);
+    w->m_replays_ok =
+        ipl_metrics_counter(m, "inferplane_collector_replays_total",
+                            "KV-event replays from the worker's buffer, by result.", rr);
+    snprintf(rr, sizeof rr, "%s,result=\"failed\"", labels);
+    w->m_replays_failed =
+        ipl_metrics_counter(m, "inferplane_collector_replays_total",
+                            "KV-event replays from the worker's buffer, by result.", rr);
+    w->m_replayed = ipl_metrics_counter(m, "inferplane_collector_replayed_batches_total",
+                                        "KV-event batches applied from replays.", labels);
+    w->m_degradations = ipl_metrics_counter(
+        m, "inferplane_collector_degraded_total",
+        "Times the worker's KV state became DEGRADED (unrecoverable gap).", labels);
     w->m_kv_state = ipl_metrics_gauge(m, "inferplane_collector_kv_state",
                                       "Exactness of the worker's KV state: 0 exact, 1 syncing, "
                                       "2 degraded.",
@@ -348,10 +375,41 @@ static void s_worker_free(collector_node_t *self, s_worker_t **w_p)
     if (!w) return;
     if (self->scrape) collector_scrape_cancel(self->scrape, w->id);
     zsock_destroy(&w->sub);
+    zsock_destroy(&w->replay);
     collector_stream_destroy(&w->stream);
     s_spec_free(&w->spec);
     free(w);
     *w_p = NULL;
+}
+
+/* The stream's replay seam: a fresh DEALER per replay, so that a late reply of an abandoned
+ * replay can never be taken for one of the next. */
+static bool s_replay(void *arg, collector_replay_op_t op, uint64_t start_seq)
+{
+    s_worker_t *w = arg;
+    zsock_destroy(&w->replay);
+    if (op != COLLECTOR_REPLAY_START) return true;
+    w->replay = zsock_new(ZMQ_DEALER);
+    if (!w->replay) return false;
+    zsock_set_linger(w->replay, 0);
+    zsock_set_maxmsgsize(w->replay, S_MAX_KV_FRAME);
+    /* vLLM's ROUTER drops what does not fit our queue: take a whole buffer (10,000 batches) */
+    zsock_set_rcvhwm(w->replay, 0);
+    uint8_t seq8[8];
+    for (int i = 0; i < 8; i++)
+        seq8[i] = (uint8_t)(start_seq >> (56 - 8 * i));
+    void *sock = zsock_resolve(w->replay);
+    if (zsock_connect(w->replay, "%s", w->spec.replay_endpoint) < 0 ||
+        zmq_send(sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+        zmq_send(sock, seq8, 8, ZMQ_DONTWAIT) < 0) {
+        IPL_LOG_EVERY(5, IPL_LOG_WARN, "replay_request_failed",
+                      "worker=%s endpoint=\"%s\" error=\"%s\"", w->spec.name,
+                      w->spec.replay_endpoint, zmq_strerror(zmq_errno()));
+        zsock_destroy(&w->replay);
+        return false;
+    }
+    IPL_DEBUG("replay_requested", "worker=%s start_seq=%" PRIu64, w->spec.name, start_seq);
+    return true;
 }
 
 static s_worker_t *s_worker_new(collector_node_t *self, const collector_worker_spec_t *spec)
@@ -360,6 +418,7 @@ static s_worker_t *s_worker_new(collector_node_t *self, const collector_worker_s
     if (!w) return NULL;
     w->node = self;
     w->id = self->next_id++;
+    w->sent_kv_state = -1;
     if (s_spec_copy(&w->spec, spec) != 0) {
         free(w);
         return NULL;
@@ -370,8 +429,9 @@ static s_worker_t *s_worker_new(collector_node_t *self, const collector_worker_s
         s_worker_free(self, &w);
         return NULL;
     }
-    /* Issue 5 plugs the replay DEALER (spec.replay_endpoint) in with
-     * collector_stream_set_gap_handler; without it a gap leaves the worker SYNCING. */
+    /* without a replay endpoint every gap is unrecoverable (DEGRADED) */
+    if (*spec->replay_endpoint) collector_stream_set_replay(w->stream, s_replay, w);
+    collector_stream_tick(w->stream, ipl_mono_ms());
     if (*spec->kv_endpoint) {
         w->sub = zsock_new(ZMQ_SUB);
         if (!w->sub) {
@@ -389,11 +449,13 @@ static s_worker_t *s_worker_new(collector_node_t *self, const collector_worker_s
         }
     }
     s_worker_metrics(self, w);
-    collector_stream_start(w->stream); /* the aggregator forgets older incarnations' blocks */
-    char q[2][256];
-    IPL_INFO("worker_added", "worker=%s url=%s kv=%s", spec->name,
+    /* the aggregator forgets older incarnations' blocks; the worker's history is replayed */
+    collector_stream_start(w->stream);
+    char q[3][256];
+    IPL_INFO("worker_added", "worker=%s url=%s kv=%s replay=%s", spec->name,
              ipl_log_quote(q[0], sizeof q[0], spec->url),
-             ipl_log_quote(q[1], sizeof q[1], spec->kv_endpoint));
+             ipl_log_quote(q[1], sizeof q[1], spec->kv_endpoint),
+             ipl_log_quote(q[2], sizeof q[2], spec->replay_endpoint));
     return w;
 }
 
@@ -500,6 +562,13 @@ static void s_on_scrape(void *arg, size_t target, const collector_sample_t *samp
         w->scrape_ms = ipl_mono_ms();
         if (sample) {
             if (!w->up) IPL_INFO("worker_up", "worker=%s", w->spec.name);
+            /* a new process that has not published yet still holds the old one's blocks at
+             * the aggregator: drop them now (unless its sequence already told the stream) */
+            uint64_t restarts = collector_stream_stats(w->stream)->restarts;
+            if (w->has_sample && restarts == w->restarts_seen &&
+                collector_sample_restarted(&w->sample, sample))
+                collector_stream_restarted(w->stream, "metrics_reset");
+            w->restarts_seen = collector_stream_stats(w->stream)->restarts;
             w->sample = *sample;
             w->has_sample = w->up = true;
             w->last_error[0] = '\0';
@@ -532,34 +601,44 @@ static void s_scrape_round(collector_node_t *self)
 /* ------------------------------------------------------------------------------------------ */
 /* KV events */
 
+/* Receives one whole multipart message without waiting: its first `max` frames stay in
+ * `part` (the caller closes *nparts of them), the rest are dropped. Returns the number of
+ * frames the message had (0: nothing waiting). */
+static size_t s_recv_parts(void *sock, zmq_msg_t *part, int max, int *nparts)
+{
+    size_t total = 0;
+    *nparts = 0;
+    for (bool more = true; more;) {
+        zmq_msg_t scratch, *dst = *nparts < max ? &part[*nparts] : &scratch;
+        zmq_msg_init(dst);
+        if (zmq_msg_recv(dst, sock, total == 0 ? ZMQ_DONTWAIT : 0) < 0) {
+            zmq_msg_close(dst);
+            break;
+        }
+        total++;
+        more = zmq_msg_more(dst);
+        if (dst == &scratch)
+            zmq_msg_close(&scratch);
+        else
+            (*nparts)++;
+    }
+    return total;
+}
+
+static void s_close_parts(zmq_msg_t *part, int nparts)
+{
+    for (int i = 0; i < nparts; i++)
+        zmq_msg_close(&part[i]);
+}
+
 static void s_drain_sub(collector_node_t *self, s_worker_t *w)
 {
     void *sock = zsock_resolve(w->sub);
     for (int budget = S_DRAIN_BUDGET; budget > 0; budget--) {
         zmq_msg_t part[3];
-        int nparts = 0;
-        zmq_msg_init(&part[0]);
-        if (zmq_msg_recv(&part[0], sock, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&part[0]);
-            return;
-        }
-        nparts = 1;
-        size_t total = 1;
-        bool more = zmq_msg_more(&part[0]);
-        while (more) {
-            zmq_msg_t scratch, *dst = nparts < 3 ? &part[nparts] : &scratch;
-            zmq_msg_init(dst);
-            if (zmq_msg_recv(dst, sock, 0) < 0) {
-                zmq_msg_close(dst);
-                break;
-            }
-            total++;
-            more = zmq_msg_more(dst);
-            if (dst == &scratch)
-                zmq_msg_close(&scratch);
-            else
-                nparts++;
-        }
+        int nparts;
+        size_t total = s_recv_parts(sock, part, 3, &nparts);
+        if (total == 0) return;
         if (total != 3) {
             s_drop(self, w->spec.name, "bad_frames", zmq_msg_size(&part[0]));
         } else {
@@ -568,9 +647,83 @@ static void s_drain_sub(collector_node_t *self, s_worker_t *w)
                                          zmq_msg_data(&part[2]), zmq_msg_size(&part[2]));
             if (rc != 0) s_drop(self, w->spec.name, ipl_strerror(rc), zmq_msg_size(&part[2]));
         }
-        for (int i = 0; i < nparts; i++)
-            zmq_msg_close(&part[i]);
+        s_close_parts(part, nparts);
     }
+}
+
+/* Replies of the worker's replay: [b"", seq, payload] or [b"", topic, seq, payload]. The
+ * stream may end the replay (the socket goes) or start another one while handling a reply. */
+static void s_drain_replay(collector_node_t *self, s_worker_t *w)
+{
+    for (int budget = S_DRAIN_BUDGET; budget > 0 && w->replay; budget--) {
+        zmq_msg_t part[4];
+        int nparts;
+        size_t total = s_recv_parts(zsock_resolve(w->replay), part, 4, &nparts);
+        if (total == 0) return;
+        const uint8_t *frames[3];
+        size_t lens[3], n = 0;
+        /* after the empty delimiter: 2 or 3 frames; anything else is passed on as invalid */
+        if (total >= 3 && total <= 4 && zmq_msg_size(&part[0]) == 0) {
+            for (int i = 1; i < nparts; i++, n++) {
+                frames[n] = zmq_msg_data(&part[i]);
+                lens[n] = zmq_msg_size(&part[i]);
+            }
+        }
+        int rc = collector_stream_replay_reply(w->stream, frames, lens, n);
+        if (rc != 0)
+            s_drop(self, w->spec.name, "bad_replay_reply", zmq_msg_size(&part[nparts - 1]));
+        s_close_parts(part, nparts);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* full-state resend to an aggregator that (re)connected (collector_upstream.h) */
+
+typedef struct {
+    collector_node_t *node;
+    size_t agg;
+    ipl_kv_event_t ev;
+} s_resend_t;
+
+static int s_resend_flush(s_resend_t *r)
+{
+    int rc = collector_upstream_send_to(r->node->upstream, r->agg, IPL_MSG_KV_EVENT, &r->ev);
+    r->ev.hashes_len = 0;
+    return rc;
+}
+
+static int s_resend_hash(void *arg, uint64_t hash)
+{
+    s_resend_t *r = arg;
+    r->ev.hashes[r->ev.hashes_len++] = hash;
+    return r->ev.hashes_len == S_RESEND_CHUNK ? s_resend_flush(r) : 0;
+}
+
+/* Per worker: CLEARED, STORED chunks of every block it holds, its LOAD. */
+static int s_resend(void *arg, size_t agg)
+{
+    collector_node_t *self = arg;
+    s_resend_t r = {.node = self, .agg = agg};
+    for (size_t i = 0; i < self->nworkers; i++) {
+        s_worker_t *w = self->workers[i];
+        const collector_stream_stats_t *st = collector_stream_stats(w->stream);
+        r.ev = (ipl_kv_event_t){.worker = w->spec.name,
+                                .epoch = st->epoch,
+                                .src_seq = st->last_seq,
+                                .op = IPL_KV_OP_CLEARED,
+                                .hashes = self->resend_buf,
+                                .block_size = collector_stream_block_size(w->stream)};
+        int rc = s_resend_flush(&r);
+        r.ev.op = IPL_KV_OP_STORED;
+        if (rc == 0) rc = collector_stream_foreach(w->stream, s_resend_hash, &r);
+        if (rc == 0 && r.ev.hashes_len > 0) rc = s_resend_flush(&r);
+        if (rc == 0 && w->scraped) {
+            ipl_load_t load = s_load_of(w);
+            rc = collector_upstream_send_to(self->upstream, agg, IPL_MSG_LOAD, &load);
+        }
+        if (rc != 0) return rc; /* retried whole later */
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -591,8 +744,14 @@ static void s_collect(void *arg, ipl_metrics_t *metrics)
         ipl_metric_add(w->m_gaps, (double)(st->gaps - m->gaps));
         ipl_metric_add(w->m_restarts, (double)(st->restarts - m->restarts));
         ipl_metric_add(w->m_unknown_parents, (double)(st->unknown_parents - m->unknown_parents));
-        *m = (s_mirror_t){st->batches, st->events, st->gaps, st->restarts, st->unknown_parents};
-        ipl_metric_set(w->m_kv_state, (double)st->kv_state);
+        ipl_metric_add(w->m_replays_ok, (double)(st->replays_ok - m->replays_ok));
+        ipl_metric_add(w->m_replays_failed, (double)(st->replays_failed - m->replays_failed));
+        ipl_metric_add(w->m_replayed, (double)(st->replayed_batches - m->replayed_batches));
+        ipl_metric_add(w->m_degradations, (double)(st->degradations - m->degradations));
+        *m = (s_mirror_t){st->batches,        st->events,           st->gaps,
+                          st->restarts,       st->unknown_parents,  st->replays_ok,
+                          st->replays_failed, st->replayed_batches, st->degradations};
+        ipl_metric_set(w->m_kv_state, (double)s_kv_state(w));
     }
     pthread_mutex_unlock(&self->lock);
 }
@@ -610,11 +769,6 @@ bool collector_node_ready(void *arg, char *detail, size_t size)
     return ready;
 }
 
-static const char *s_kv_state_name(int s)
-{
-    return s == COLLECTOR_KV_EXACT ? "exact" : s == COLLECTOR_KV_SYNCING ? "syncing" : "degraded";
-}
-
 static void s_debug_workers(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
 {
     (void)req;
@@ -625,6 +779,20 @@ static void s_debug_workers(void *arg, const ipl_http_req_t *req, ipl_http_resp_
     cJSON_AddBoolToObject(root, "have_worker_list", self->have_list);
     cJSON_AddStringToObject(root, "source", self->policy ? "policy" : "static");
     if (self->policy) cJSON_AddNumberToObject(root, "policy_version", (double)self->policy_version);
+    cJSON *aggs = cJSON_AddArrayToObject(root, "aggregators");
+    for (size_t i = 0; i < collector_upstream_count(self->upstream); i++) {
+        collector_upstream_info_t info;
+        collector_upstream_info(self->upstream, i, &info);
+        cJSON *a = cJSON_CreateObject();
+        cJSON_AddStringToObject(a, "endpoint", info.endpoint);
+        cJSON_AddBoolToObject(a, "connected", info.connected);
+        cJSON_AddBoolToObject(a, "resend_pending", info.resend_pending);
+        cJSON_AddNumberToObject(a, "connects", (double)info.connects);
+        cJSON_AddNumberToObject(a, "disconnects", (double)info.disconnects);
+        cJSON_AddNumberToObject(a, "resends", (double)info.resends);
+        cJSON_AddNumberToObject(a, "dropped", (double)info.dropped);
+        cJSON_AddItemToArray(aggs, a);
+    }
     cJSON *arr = cJSON_AddArrayToObject(root, "workers");
     for (size_t i = 0; i < self->nworkers; i++) {
         s_worker_t *w = self->workers[i];
@@ -636,7 +804,15 @@ static void s_debug_workers(void *arg, const ipl_http_req_t *req, ipl_http_resp_
         cJSON_AddStringToObject(o, "replay_endpoint", w->spec.replay_endpoint);
         cJSON_AddStringToObject(o, "metrics_url", w->spec.metrics_url);
         cJSON_AddBoolToObject(o, "subscribed", w->sub != NULL);
-        cJSON_AddStringToObject(o, "kv_state", s_kv_state_name(st->kv_state));
+        cJSON_AddStringToObject(o, "kv_state", collector_kv_state_name(s_kv_state(w)));
+        cJSON_AddStringToObject(o, "kv_state_reason", w->sub ? st->why : "not_subscribed");
+        cJSON_AddBoolToObject(o, "replaying", st->replaying);
+        cJSON_AddNumberToObject(o, "pending_batches", (double)st->pending);
+        if (st->retry_at_ms)
+            cJSON_AddNumberToObject(o, "retry_in_ms",
+                                    st->retry_at_ms > now ? (double)(st->retry_at_ms - now) : 0);
+        else
+            cJSON_AddNullToObject(o, "retry_in_ms");
         cJSON_AddStringToObject(o, "health", !w->scraped ? "unknown" : w->up ? "up" : "down");
         cJSON_AddNumberToObject(o, "epoch", (double)st->epoch);
         if (st->has_seq)
@@ -656,6 +832,13 @@ static void s_debug_workers(void *arg, const ipl_http_req_t *req, ipl_http_resp_
         cJSON_AddNumberToObject(o, "skipped_events", (double)st->skipped_events);
         cJSON_AddNumberToObject(o, "private_blocks", (double)st->private_blocks);
         cJSON_AddNumberToObject(o, "decode_errors", (double)st->decode_errors);
+        cJSON_AddNumberToObject(o, "duplicates", (double)st->duplicates);
+        cJSON_AddNumberToObject(o, "replays", (double)st->replays);
+        cJSON_AddNumberToObject(o, "replays_ok", (double)st->replays_ok);
+        cJSON_AddNumberToObject(o, "replays_failed", (double)st->replays_failed);
+        cJSON_AddNumberToObject(o, "replayed_batches", (double)st->replayed_batches);
+        cJSON_AddNumberToObject(o, "degradations", (double)st->degradations);
+        cJSON_AddNumberToObject(o, "retries", (double)st->retries);
         cJSON_AddNumberToObject(o, "mapped_blocks", (double)st->mapped);
         cJSON_AddNumberToObject(o, "scrapes_ok", (double)w->scrapes_ok);
         cJSON_AddNumberToObject(o, "scrapes_failed", (double)w->scrapes_failed);
@@ -691,43 +874,35 @@ void collector_node_routes(collector_node_t *self, ipl_httpd_t *httpd)
 /* ------------------------------------------------------------------------------------------ */
 /* life cycle and loop */
 
-static int s_connect_aggregators(collector_node_t *self, const char *list, char *err, size_t errlen)
+/* The comma-separated --aggregator list (empty items ignored) → collector_upstream. */
+static int s_connect_upstream(collector_node_t *self, const char *list, char *err, size_t errlen)
 {
-    const char *p = list ? list : "";
-    while (*p) {
+    char *eps[COLLECTOR_UPSTREAM_MAX + 1];
+    size_t n = 0;
+    int rc = 0;
+    for (const char *p = list ? list : ""; *p && rc == 0;) {
         const char *comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
         char *ep = s_strndup_trim(p, len);
-        if (ep && *ep) {
-            if (self->npush == S_MAX_AGGREGATORS) {
-                snprintf(err, errlen, "--aggregator: at most %d endpoints", S_MAX_AGGREGATORS);
-                free(ep);
-                return IPL_E_RANGE;
-            }
-            zsock_t *push = zsock_new(ZMQ_PUSH);
-            if (push) {
-                zsock_set_linger(push, 0);
-                zsock_set_sndhwm(push, 100000);
-            }
-            if (!push || zsock_connect(push, "%s", ep) < 0) {
-                snprintf(err, errlen,
-                         "--aggregator: cannot connect to \"%s\": %s; expected "
-                         "tcp://host:port",
-                         ep, zmq_strerror(zmq_errno()));
-                zsock_destroy(&push);
-                free(ep);
-                return IPL_E_INVAL;
-            }
-            self->push[self->npush++] = push;
-        }
-        free(ep);
         p = comma ? comma + 1 : p + len;
+        if (!ep)
+            rc = IPL_E_NOMEM;
+        else if (!*ep || n == COLLECTOR_UPSTREAM_MAX + 1) /* one too many is reported */
+            free(ep);
+        else
+            eps[n++] = ep;
     }
-    if (self->npush == 0) {
-        snprintf(err, errlen, "--aggregator: no endpoint given (e.g. tcp://127.0.0.1:7001)");
-        return IPL_E_INVAL;
+    if (rc == 0) {
+        self->upstream =
+            collector_upstream_new((const char *const *)eps, n, self->metrics, err, errlen);
+        self->resend_buf = malloc(S_RESEND_CHUNK * sizeof *self->resend_buf);
+        if (self->upstream && !self->resend_buf) rc = IPL_E_NOMEM;
+        if (!self->upstream) rc = IPL_E_INVAL;
     }
-    return 0;
+    if (rc == IPL_E_NOMEM) snprintf(err, errlen, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        free(eps[i]);
+    return rc;
 }
 
 collector_node_t *collector_node_new(const collector_config_t *config, ipl_metrics_t *metrics,
@@ -742,9 +917,6 @@ collector_node_t *collector_node_new(const collector_config_t *config, ipl_metri
     pthread_mutex_init(&self->lock, NULL);
     self->metrics = metrics;
     self->interval_ms = config->scrape_interval_ms > 0 ? (uint64_t)config->scrape_interval_ms : 100;
-    self->m_push_dropped = ipl_metrics_counter(
-        metrics, "inferplane_collector_push_dropped_total",
-        "Messages not queued to an aggregator (its queue is full or the socket failed).", NULL);
     self->m_workers = ipl_metrics_gauge(metrics, "inferplane_collector_workers",
                                         "Workers this collector follows.", NULL);
     const char *reasons[] = {"truncated", "wrong_type",     "out_of_range", "unknown_type",
@@ -767,7 +939,7 @@ collector_node_t *collector_node_new(const collector_config_t *config, ipl_metri
         collector_node_destroy(&self);
         return NULL;
     }
-    if (s_connect_aggregators(self, config->aggregators, err, errlen) != 0) {
+    if (s_connect_upstream(self, config->aggregators, err, errlen) != 0) {
         collector_node_destroy(&self);
         return NULL;
     }
@@ -810,8 +982,8 @@ void collector_node_destroy(collector_node_t **self_p)
         s_worker_free(self, &self->workers[i]);
     free(self->workers);
     collector_scrape_destroy(&self->scrape);
-    for (size_t i = 0; i < self->npush; i++)
-        zsock_destroy(&self->push[i]);
+    collector_upstream_destroy(&self->upstream);
+    free(self->resend_buf);
     free(self->prefix);
     free(self->items);
     pthread_mutex_destroy(&self->lock);
@@ -837,6 +1009,17 @@ static int s_items_reserve(collector_node_t *self, size_t n)
     return 0;
 }
 
+/* Under the lock, every round: a LOAD as soon as a worker's exactness changed (deciders stop
+ * trusting a DEGRADED index at once, not at the next scrape), and pending resends. */
+static void s_after_round(collector_node_t *self)
+{
+    for (size_t i = 0; i < self->nworkers; i++) {
+        s_worker_t *w = self->workers[i];
+        if (w->scraped && s_kv_state(w) != w->sent_kv_state) s_send_load(self, w);
+    }
+    collector_upstream_resend(self->upstream, s_resend, self);
+}
+
 int collector_node_poll(collector_node_t *self, int timeout_ms, int stop_fd)
 {
     assert(self);
@@ -849,30 +1032,46 @@ int collector_node_poll(collector_node_t *self, int timeout_ms, int stop_fd)
         s_scrape_round(self);
         self->next_scrape_ms = now + self->interval_ms;
     }
-    /* wait for: stop fd, every worker's SUB, curl's sockets; until the next timer */
+    pthread_mutex_lock(&self->lock);
+    for (size_t i = 0; i < self->nworkers; i++) /* replay timeouts, DEGRADED retries */
+        collector_stream_tick(self->workers[i]->stream, now);
+    s_after_round(self);
+    pthread_mutex_unlock(&self->lock);
+
+    /* wait for: stop fd, every worker's SUB and replay DEALER, the aggregator connection
+     * monitors, curl's sockets; until the next timer */
     int64_t wait = (int64_t)(self->next_scrape_ms - now);
     if (self->policy && (int64_t)(self->next_policy_ms - now) < wait)
         wait = (int64_t)(self->next_policy_ms - now);
     long curl_wait = collector_scrape_timeout(self->scrape);
     if (curl_wait >= 0 && curl_wait < wait) wait = curl_wait;
     if (timeout_ms >= 0 && timeout_ms < wait) wait = timeout_ms;
+    if (wait > S_MAX_WAIT_MS) wait = S_MAX_WAIT_MS;
     if (wait < 0) wait = 0;
 
     size_t ncurl_max = 64;
-    if (s_items_reserve(self, 1 + self->nworkers + ncurl_max) != 0) return IPL_E_IO;
+    if (s_items_reserve(self, 1 + 2 * self->nworkers + COLLECTOR_UPSTREAM_MAX + ncurl_max) != 0)
+        return IPL_E_IO;
     size_t n = 0;
     if (stop_fd >= 0) self->items[n++] = (zmq_pollitem_t){NULL, stop_fd, ZMQ_POLLIN, 0};
     size_t first_sub = n;
     for (size_t i = 0; i < self->nworkers; i++) {
-        s_worker_t *w = self->workers[i];
-        /* a worker without a SUB keeps its slot with a NULL socket and no events */
-        self->items[n++] = (zmq_pollitem_t){w->sub ? zsock_resolve(w->sub) : NULL, -1,
-                                            (short)(w->sub ? ZMQ_POLLIN : 0), 0};
+        /* a worker without a socket keeps its slot with a NULL socket and no events */
+        zsock_t *sub = self->workers[i]->sub;
+        self->items[n++] =
+            (zmq_pollitem_t){sub ? zsock_resolve(sub) : NULL, -1, (short)(sub ? ZMQ_POLLIN : 0), 0};
     }
+    for (size_t i = 0; i < self->nworkers; i++) {
+        zsock_t *replay = self->workers[i]->replay;
+        self->items[n++] = (zmq_pollitem_t){replay ? zsock_resolve(replay) : NULL, -1,
+                                            (short)(replay ? ZMQ_POLLIN : 0), 0};
+    }
+    size_t first_mon = n;
+    n += collector_upstream_pollitems(self->upstream, self->items + n, COLLECTOR_UPSTREAM_MAX);
     size_t first_curl = n;
     n += collector_scrape_pollitems(self->scrape, self->items + n, ncurl_max);
     /* zmq_poll rejects items with neither socket nor fd: give those a harmless stand-in */
-    for (size_t i = first_sub; i < first_curl; i++)
+    for (size_t i = first_sub; i < first_mon; i++)
         if (!self->items[i].socket)
             self->items[i] = (zmq_pollitem_t){NULL, stop_fd >= 0 ? stop_fd : 0, 0, 0};
     int rc = zmq_poll(self->items, (int)n, (long)wait);
@@ -880,15 +1079,19 @@ int collector_node_poll(collector_node_t *self, int timeout_ms, int stop_fd)
         IPL_ERROR("poll_failed", "error=\"%s\"", zmq_strerror(zmq_errno()));
         return IPL_E_IO;
     }
+    pthread_mutex_lock(&self->lock);
     if (rc > 0) {
-        for (size_t i = first_sub; i < first_curl; i++) {
-            if (!(self->items[i].revents & ZMQ_POLLIN)) continue;
-            s_worker_t *w = self->workers[i - first_sub];
-            pthread_mutex_lock(&self->lock);
-            s_drain_sub(self, w);
-            pthread_mutex_unlock(&self->lock);
-        }
+        for (size_t i = 0; i < self->nworkers; i++)
+            if (self->items[first_sub + i].revents & ZMQ_POLLIN)
+                s_drain_sub(self, self->workers[i]);
+        collector_upstream_dispatch(self->upstream, self->items + first_mon,
+                                    first_curl - first_mon);
     }
+    /* replays, also the ones a SUB batch just started (non-blocking reads) */
+    for (size_t i = 0; i < self->nworkers; i++)
+        if (self->workers[i]->replay) s_drain_replay(self, self->workers[i]);
+    s_after_round(self);
+    pthread_mutex_unlock(&self->lock);
     /* curl: its sockets' readiness and its timer (even when nothing was ready) */
     collector_scrape_dispatch(self->scrape, self->items + first_curl, n - first_curl);
     return 0;

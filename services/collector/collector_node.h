@@ -5,13 +5,18 @@
  *        │ worker set (reconciled on every policy change)
  *        ▼
  *   per worker: SUB ── vLLM KV events ──► collector_stream ──► KV_EVENT ─┐
+ *               DEALER ◄─ replay (gaps, start-up, restarts) ─┘ (one per replay)
  *               /metrics ◄── collector_scrape (curl multi, same loop)  ──► LOAD ─┤
  *                                                                                ▼
- *                                          PUSH to every --aggregator (active-active)
+ *               collector_upstream: PUSH to every --aggregator (active-active); the full
+ *               state again to one that (re)connects (a restarted aggregator converges)
  *
  * KV_EVENTs carry seq 0 (the aggregator numbers them), the stream's epoch and the worker's
  * batch sequence (src_seq). A LOAD follows every scrape: health UP with the gauges, or DOWN
- * when the scrape failed; kv_state is the stream's exactness.
+ * when the scrape failed; kv_state is the stream's exactness (DEGRADED for a worker whose KV
+ * events cannot be subscribed to), and a LOAD also goes out as soon as it changes. A scrape
+ * that shows a new worker process (collector_sample_restarted) restarts the stream at once.
+ * Every loop round lasts at most 100 ms (the streams' replay timeouts and retries).
  *
  * Input from workers is never trusted: frames that are not [topic, seq, payload] or do not
  * decode are dropped and counted (inferplane_frames_dropped_total{reason} and

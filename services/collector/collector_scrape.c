@@ -60,6 +60,33 @@ static uint64_t s_label_u64(const char *labels, const char *key)
     return (end == buf) ? 0 : (uint64_t)v;
 }
 
+/* Counters that only grow while a worker process lives. */
+static const char *const s_counters[COLLECTOR_SAMPLE_COUNTERS] = {
+    "vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:prefix_cache_queries_total"};
+
+static int s_counter(const char *name)
+{
+    for (int i = 0; i < COLLECTOR_SAMPLE_COUNTERS; i++)
+        if (strcmp(name, s_counters[i]) == 0) return i;
+    return -1;
+}
+
+bool collector_sample_restarted(const collector_sample_t *before, const collector_sample_t *now)
+{
+    assert(before && now);
+    /* a second of slack: start times derived from the boot time can jitter (and no engine
+     * restarts within a second) */
+    if (before->start_time > 0 && now->start_time > 0 &&
+        (now->start_time - before->start_time >= 1.0 ||
+         before->start_time - now->start_time >= 1.0))
+        return true;
+    for (int i = 0; i < COLLECTOR_SAMPLE_COUNTERS; i++)
+        if (before->counters[i] >= 0 && now->counters[i] >= 0 &&
+            now->counters[i] < before->counters[i])
+            return true;
+    return false;
+}
+
 static void s_sample(void *arg, const char *name, const char *labels, double value)
 {
     s_parse_t *p = arg;
@@ -78,6 +105,11 @@ static void s_sample(void *arg, const char *name, const char *labels, double val
     } else if (strcmp(name, "vllm:gpu_cache_usage_perc") == 0) {
         if (value > p->gpu_usage) p->gpu_usage = value;
         p->any = true;
+    } else if (strcmp(name, "process_start_time_seconds") == 0) {
+        p->out->start_time = value;
+    } else if (s_counter(name) >= 0) {
+        double *c = &p->out->counters[s_counter(name)];
+        *c = (*c < 0 ? 0 : *c) + value;
     } else if (strcmp(name, "vllm:cache_config_info") == 0) {
         uint64_t bs = s_label_u64(labels, "block_size");
         uint64_t nb = s_label_u64(labels, "num_gpu_blocks");
@@ -90,6 +122,8 @@ int collector_scrape_parse(const char *text, size_t len, collector_sample_t *out
 {
     assert(out);
     memset(out, 0, sizeof *out);
+    for (int i = 0; i < COLLECTOR_SAMPLE_COUNTERS; i++)
+        out->counters[i] = -1;
     s_parse_t p = {.out = out};
     out->malformed_lines = ipl_prom_parse(text ? text : "", text ? len : 0, s_sample, &p);
     if (!p.has_kv) out->kv_usage = p.gpu_usage;

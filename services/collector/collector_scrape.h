@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <zmq.h>
 
+#define COLLECTOR_SAMPLE_COUNTERS 3
+
 /* What the collector reads from a vLLM /metrics page. With several engines (data parallel)
  * running and waiting are summed and kv_usage is the largest. */
 typedef struct {
@@ -31,7 +33,17 @@ typedef struct {
     uint64_t num_blocks; /* vllm:cache_config_info{num_gpu_blocks} (0 when absent) */
     bool has_running;    /* the page had vllm:num_requests_running */
     int malformed_lines; /* lines ipl_prom skipped */
+    /* Restart evidence (collector_sample_restarted): the process start time and counters
+     * that only grow while a process lives (summed over engines; < 0 when absent). */
+    double start_time; /* process_start_time_seconds, 0 when absent */
+    double counters[COLLECTOR_SAMPLE_COUNTERS];
 } collector_sample_t;
+
+/* True when `now` comes from another worker process than `before`: its start time changed
+ * (by a second or more),
+ * or a counter that only grows (vllm:prompt_tokens_total, vllm:generation_tokens_total,
+ * vllm:prefix_cache_queries_total) went down. */
+bool collector_sample_restarted(const collector_sample_t *before, const collector_sample_t *now);
 
 /* Parses a /metrics body. Returns 0, or IPL_E_NOTFOUND when none of the load gauges is there
  * (not a vLLM page). */

@@ -1,9 +1,24 @@
 /*
- * collector_stream — sequence tracking, vLLM event decoding and re-hashing for one worker.
+ * collector_stream — sequence tracking, replay, vLLM event decoding and re-hashing for one
+ * worker (see the header for the exactness rules).
  *
  * The engine→ours map is a small open-addressing table (linear probing, backward-shift
  * delete) of parallel key/value arrays; key 0 is kept aside (`zero_*`) so that 0 can mark an
  * empty slot while still being a legal engine hash.
+ *
+ * Flow of one batch:
+ *
+ *   message() ── live seq below the previous live one? ── s_restart()
+ *       │ replay running: s_pending_push() (applied after the replay)
+ *       ▼
+ *   s_in_order() ── nothing applied yet: seq 0 → s_rebase(); else rebuild replay / DEGRADED
+ *       │          seq <= last applied: duplicate    seq > last + 1: gap replay / DEGRADED
+ *       ▼
+ *   s_apply() ── decode ── s_on_event() ── s_stored / s_removed / AllBlocksCleared → s_rebase()
+ *
+ *   replay_reply() ── first reply checked (batch 0 / the last applied batch's digest) ──
+ *       s_apply() ... end marker ── s_replay_end() ── success? ── s_drain() the buffered
+ *                                                   └ no ── s_replay_fail() → DEGRADED
  */
 #include "collector_stream.h"
 
@@ -19,6 +34,7 @@
 
 #define S_MAP_INITIAL 1024u
 #define S_LORA_MAX    1024u /* longer LoRA names are hashed by their first 1 KiB */
+#define S_NO_NEED     UINT64_MAX
 
 typedef struct {
     uint64_t *keys;
@@ -28,18 +44,47 @@ typedef struct {
     uint64_t zero_val;
 } s_map_t;
 
+/* A live batch kept while a replay runs (owns its copy of the payload). */
+typedef struct {
+    uint64_t seq;
+    uint8_t *data;
+    size_t len;
+} s_pending_t;
+
+typedef enum { S_REPLAY_NONE = 0, S_REPLAY_GAP, S_REPLAY_REBUILD } s_replay_kind_t;
+
 struct collector_stream {
     char *worker;
     collector_op_fn *fn;
     void *arg;
-    collector_gap_fn *gap_fn;
-    void *gap_arg;
+    collector_replay_fn *replay_fn;
+    void *replay_arg;
+    collector_stream_limits_t lim;
     ipl_vllm_kv_decoder_t *decoder;
     s_map_t map;
     uint64_t *ours; /* scratch for one event's hashes */
     size_t ours_cap;
     uint32_t block_size;
     uint64_t batch_seq; /* seq of the batch being applied */
+    uint64_t now_ms;
+    /* exactness */
+    bool base_known; /* every batch since a known base was applied */
+    bool degraded;
+    bool incomplete;      /* blocks skipped since the base (index ⊂ cache) */
+    bool dirty;           /* STORED sent since the last CLEARED */
+    uint64_t last_digest; /* of the last applied payload */
+    bool has_live;
+    uint64_t live_last; /* the last live seq received */
+    /* replay */
+    s_replay_kind_t replay;
+    uint64_t replay_start;
+    uint64_t replay_need; /* must reach this seq (S_NO_NEED: nothing in particular) */
+    bool replay_first;    /* no reply batch seen yet */
+    bool replay_retry;    /* it is a DEGRADED retry */
+    uint64_t replay_deadline_ms;
+    uint64_t backoff_ms;
+    s_pending_t *pending;
+    size_t npending, pending_cap, pending_bytes;
     collector_stream_stats_t stats;
 };
 
@@ -173,6 +218,15 @@ static bool s_map_take(s_map_t *m, uint64_t key, uint64_t *val)
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* life cycle */
+
+static const collector_stream_limits_t s_default_limits = {
+    .replay_timeout_ms = 2000,
+    .retry_min_ms = 1000,
+    .retry_max_ms = 30000,
+    .max_pending = 65536,
+    .max_pending_bytes = 64u << 20,
+};
 
 collector_stream_t *collector_stream_new(const char *worker, uint64_t epoch, collector_op_fn *fn,
                                          void *arg)
@@ -183,9 +237,12 @@ collector_stream_t *collector_stream_new(const char *worker, uint64_t epoch, col
     self->worker = strdup(worker);
     self->fn = fn;
     self->arg = arg;
+    self->lim = s_default_limits;
+    self->backoff_ms = self->lim.retry_min_ms;
     self->decoder = ipl_vllm_kv_decoder_new();
     self->stats.epoch = epoch;
-    self->stats.kv_state = COLLECTOR_KV_EXACT;
+    self->stats.kv_state = COLLECTOR_KV_SYNCING;
+    self->stats.why = "start";
     if (!self->worker || !self->decoder || s_map_init(&self->map) != 0) {
         collector_stream_destroy(&self);
         return NULL;
@@ -193,10 +250,20 @@ collector_stream_t *collector_stream_new(const char *worker, uint64_t epoch, col
     return self;
 }
 
+static void s_pending_clear(collector_stream_t *self)
+{
+    for (size_t i = 0; i < self->npending; i++)
+        free(self->pending[i].data);
+    self->npending = 0;
+    self->pending_bytes = 0;
+}
+
 void collector_stream_destroy(collector_stream_t **self_p)
 {
     if (!self_p || !*self_p) return;
     collector_stream_t *self = *self_p;
+    s_pending_clear(self);
+    free(self->pending);
     ipl_vllm_kv_decoder_destroy(&self->decoder);
     s_map_free(&self->map);
     free(self->ours);
@@ -205,12 +272,38 @@ void collector_stream_destroy(collector_stream_t **self_p)
     *self_p = NULL;
 }
 
-void collector_stream_set_gap_handler(collector_stream_t *self, collector_gap_fn *fn, void *arg)
+void collector_stream_set_replay(collector_stream_t *self, collector_replay_fn *fn, void *arg)
 {
     assert(self);
-    self->gap_fn = fn;
-    self->gap_arg = arg;
+    self->replay_fn = fn;
+    self->replay_arg = arg;
 }
+
+void collector_stream_set_limits(collector_stream_t *self, const collector_stream_limits_t *lim)
+{
+    assert(self && lim);
+    const collector_stream_limits_t *d = &s_default_limits;
+    self->lim = (collector_stream_limits_t){
+        .replay_timeout_ms = lim->replay_timeout_ms ? lim->replay_timeout_ms : d->replay_timeout_ms,
+        .retry_min_ms = lim->retry_min_ms ? lim->retry_min_ms : d->retry_min_ms,
+        .retry_max_ms = lim->retry_max_ms ? lim->retry_max_ms : d->retry_max_ms,
+        .max_pending = lim->max_pending ? lim->max_pending : d->max_pending,
+        .max_pending_bytes = lim->max_pending_bytes ? lim->max_pending_bytes : d->max_pending_bytes,
+    };
+    if (self->lim.retry_max_ms < self->lim.retry_min_ms)
+        self->lim.retry_max_ms = self->lim.retry_min_ms;
+    self->backoff_ms = self->lim.retry_min_ms;
+}
+
+const char *collector_kv_state_name(int kv_state)
+{
+    return kv_state == COLLECTOR_KV_EXACT     ? "exact"
+           : kv_state == COLLECTOR_KV_SYNCING ? "syncing"
+                                              : "degraded";
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* state */
 
 static void s_emit(collector_stream_t *self, int op, const uint64_t *hashes, uint32_t n)
 {
@@ -223,31 +316,71 @@ static void s_emit(collector_stream_t *self, int op, const uint64_t *hashes, uin
     self->fn(self->arg, &o);
 }
 
-void collector_stream_start(collector_stream_t *self)
+/* Recomputes kv_state from the flags; logs a change with its cause. */
+static void s_update_state(collector_stream_t *self, const char *why)
 {
-    assert(self);
-    self->batch_seq = 0;
-    s_emit(self, COLLECTOR_OP_CLEARED, NULL, 0);
-}
-
-static void s_set_state(collector_stream_t *self, int state, const char *why)
-{
+    int state = self->degraded                                            ? COLLECTOR_KV_DEGRADED
+                : (self->replay || !self->base_known || self->incomplete) ? COLLECTOR_KV_SYNCING
+                                                                          : COLLECTOR_KV_EXACT;
+    if (why) self->stats.why = why;
+    self->stats.replaying = self->replay != S_REPLAY_NONE;
+    self->stats.pending = self->npending;
     if (self->stats.kv_state == state) return;
+    /* DEGRADED is news; so is its end; a replay's SYNCING↔EXACT is routine */
+    int level = state == COLLECTOR_KV_DEGRADED                  ? IPL_LOG_WARN
+                : self->stats.kv_state == COLLECTOR_KV_DEGRADED ? IPL_LOG_INFO
+                                                                : IPL_LOG_DEBUG;
     self->stats.kv_state = state;
-    IPL_INFO("kv_state", "worker=%s state=%s why=%s", self->worker,
-             state == COLLECTOR_KV_EXACT     ? "exact"
-             : state == COLLECTOR_KV_SYNCING ? "syncing"
-                                             : "degraded",
-             why);
+    ipl_log(level, "kv_state", "worker=%s state=%s why=%s", self->worker,
+            collector_kv_state_name(state), self->stats.why);
 }
 
-/* Worker forgot everything (restart or AllBlocksCleared): so do we, and we are exact again. */
-static void s_forget(collector_stream_t *self, const char *why)
+/* Forgets every block of the worker, here and (CLEARED) at the aggregator. */
+static void s_clear(collector_stream_t *self)
 {
+    bool had = s_map_size(&self->map) > 0 || self->dirty;
     s_map_clear(&self->map);
-    s_emit(self, COLLECTOR_OP_CLEARED, NULL, 0);
-    s_set_state(self, COLLECTOR_KV_EXACT, why);
+    self->stats.mapped = 0;
+    if (had) s_emit(self, COLLECTOR_OP_CLEARED, NULL, 0);
+    self->dirty = false;
 }
+
+/* From here on the worker's whole state is known (its cache is empty now). */
+static void s_rebase(collector_stream_t *self, const char *why)
+{
+    s_clear(self);
+    self->base_known = true;
+    self->degraded = false;
+    self->incomplete = false;
+    self->stats.retry_at_ms = 0;
+    self->backoff_ms = self->lim.retry_min_ms;
+    s_update_state(self, why);
+}
+
+static void s_schedule_retry(collector_stream_t *self)
+{
+    if (!self->replay_fn) return;
+    self->stats.retry_at_ms = self->now_ms + self->backoff_ms;
+    self->backoff_ms = self->backoff_ms * 2 > self->lim.retry_max_ms ? self->lim.retry_max_ms
+                                                                     : self->backoff_ms * 2;
+}
+
+/* The base is lost: entries cleared (once), retries scheduled. */
+static void s_degrade(collector_stream_t *self, const char *why)
+{
+    if (!self->degraded) {
+        self->degraded = true;
+        self->stats.degradations++;
+        s_clear(self);
+    }
+    self->base_known = false;
+    self->incomplete = false;
+    if (self->stats.retry_at_ms == 0) s_schedule_retry(self);
+    s_update_state(self, why);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* events */
 
 static int s_reserve(collector_stream_t *self, size_t n)
 {
@@ -270,6 +403,13 @@ static uint64_t s_private_key(void)
     return key;
 }
 
+/* Blocks could not be recorded: the index is now a strict subset of the worker's cache. */
+static void s_incomplete(collector_stream_t *self, const char *why)
+{
+    self->incomplete = true;
+    if (!self->degraded) s_update_state(self, why); /* DEGRADED keeps its own cause */
+}
+
 static void s_stored(collector_stream_t *self, const ipl_vllm_kv_event_t *ev)
 {
     if (ev->block_size == 0 || ev->nblocks == 0 ||
@@ -287,7 +427,7 @@ static void s_stored(collector_stream_t *self, const ipl_vllm_kv_event_t *ev)
             IPL_LOG_EVERY(10, IPL_LOG_WARN, "unknown_parent",
                           "worker=%s parent=0x%016" PRIx64 " blocks=%u seq=%" PRIu64, self->worker,
                           ev->parent_hash, ev->nblocks, self->batch_seq);
-            s_set_state(self, COLLECTOR_KV_SYNCING, "unknown_parent");
+            s_incomplete(self, "unknown_parent");
             return;
         }
     } else {
@@ -308,7 +448,7 @@ static void s_stored(collector_stream_t *self, const ipl_vllm_kv_event_t *ev)
     }
     if (s_reserve(self, ev->nblocks) != 0) {
         self->stats.skipped_events++;
-        s_set_state(self, COLLECTOR_KV_SYNCING, "out_of_memory");
+        s_incomplete(self, "out_of_memory");
         return;
     }
     size_t n = ipl_block_hashes(parent, ev->token_ids, ev->ntokens, ev->block_size, self->ours,
@@ -316,13 +456,14 @@ static void s_stored(collector_stream_t *self, const ipl_vllm_kv_event_t *ev)
     for (size_t i = 0; i < n; i++) {
         if (s_map_put(&self->map, ev->block_hashes[i], self->ours[i]) != 0) {
             n = i;
-            s_set_state(self, COLLECTOR_KV_SYNCING, "out_of_memory");
+            s_incomplete(self, "out_of_memory");
             break;
         }
     }
     self->block_size = ev->block_size;
     if (n > 0) {
         self->stats.blocks_stored += n;
+        self->dirty = true;
         s_emit(self, COLLECTOR_OP_STORED, self->ours, (uint32_t)n);
     }
 }
@@ -330,7 +471,9 @@ static void s_stored(collector_stream_t *self, const ipl_vllm_kv_event_t *ev)
 static void s_removed(collector_stream_t *self, const ipl_vllm_kv_event_t *ev)
 {
     if (s_reserve(self, ev->nblocks) != 0) {
-        s_set_state(self, COLLECTOR_KV_SYNCING, "out_of_memory");
+        /* the blocks stay in the index although the worker dropped them: not a subset any
+         * more, so this is a lost base, not an incomplete one */
+        s_degrade(self, "out_of_memory");
         return;
     }
     uint32_t n = 0;
@@ -357,7 +500,7 @@ static int s_on_event(void *arg, const ipl_vllm_kv_event_t *ev)
     self->stats.events++;
     if (ev->kind == IPL_VLLM_KV_ALL_CLEARED) {
         self->stats.clears++;
-        s_forget(self, "all_blocks_cleared");
+        s_rebase(self, "all_blocks_cleared");
         return 0;
     }
     /* Only the GPU prefix cache of full-attention KV group 0 is what a request can hit the way
@@ -375,34 +518,317 @@ static int s_on_event(void *arg, const ipl_vllm_kv_event_t *ev)
     return 0;
 }
 
-/* Sequence bookkeeping before a batch is applied. */
-static void s_sequence(collector_stream_t *self, uint64_t seq)
+/* Applies one batch, in order. A batch that does not decode is lost: DEGRADED. */
+static int s_apply(collector_stream_t *self, uint64_t seq, const uint8_t *payload, size_t len)
+{
+    self->batch_seq = seq;
+    int rc = ipl_vllm_kv_decode(self->decoder, payload, len, NULL, s_on_event, self);
+    self->stats.has_seq = true;
+    self->stats.last_seq = seq;
+    self->last_digest = ipl_hash_bytes(payload, len);
+    self->stats.mapped = s_map_size(&self->map);
+    if (rc != 0) {
+        self->stats.decode_errors++;
+        IPL_LOG_EVERY(5, IPL_LOG_WARN, "batch_undecodable", "worker=%s seq=%" PRIu64 " error=%s",
+                      self->worker, seq, ipl_strerror(rc));
+        s_degrade(self, "undecodable_batch");
+        return rc;
+    }
+    self->stats.batches++;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* replay */
+
+static int s_pending_push(collector_stream_t *self, uint64_t seq, uint8_t *data, size_t len)
+{
+    if (self->npending >= self->lim.max_pending ||
+        self->pending_bytes + len > self->lim.max_pending_bytes)
+        return IPL_E_RANGE;
+    if (self->npending == self->pending_cap) {
+        size_t cap = self->pending_cap ? self->pending_cap * 2 : 64;
+        s_pending_t *p = realloc(self->pending, cap * sizeof *p);
+        if (!p) return IPL_E_NOMEM;
+        self->pending = p;
+        self->pending_cap = cap;
+    }
+    self->pending[self->npending++] = (s_pending_t){seq, data, len};
+    self->pending_bytes += len;
+    return 0;
+}
+
+/* Keeps a copy of a live batch for after the replay. */
+static int s_pending_copy(collector_stream_t *self, uint64_t seq, const uint8_t *payload,
+                          size_t len)
+{
+    uint8_t *copy = malloc(len ? len : 1);
+    if (!copy) return IPL_E_NOMEM;
+    if (len) memcpy(copy, payload, len);
+    int rc = s_pending_push(self, seq, copy, len);
+    if (rc != 0) free(copy);
+    return rc;
+}
+
+static bool s_replay_begin(collector_stream_t *self, s_replay_kind_t kind, uint64_t start,
+                           uint64_t need)
+{
+    if (!self->replay_fn) return false;
+    self->stats.replays++;
+    if (!self->replay_fn(self->replay_arg, COLLECTOR_REPLAY_START, start)) {
+        self->stats.replays_failed++;
+        IPL_LOG_EVERY(5, IPL_LOG_WARN, "replay_failed",
+                      "worker=%s start_seq=%" PRIu64 " reason=cannot_start", self->worker, start);
+        return false;
+    }
+    self->replay = kind;
+    self->replay_retry = false;
+    self->replay_start = start;
+    self->replay_need = need;
+    self->replay_first = true;
+    self->replay_deadline_ms = self->now_ms + self->lim.replay_timeout_ms;
+    IPL_DEBUG("replay_started", "worker=%s kind=%s start_seq=%" PRIu64, self->worker,
+              kind == S_REPLAY_GAP ? "gap" : "rebuild", start);
+    s_update_state(self, kind == S_REPLAY_GAP ? "replaying_gap" : "replaying_history");
+    return true;
+}
+
+static void s_replay_stop(collector_stream_t *self)
+{
+    if (!self->replay) return;
+    self->replay = S_REPLAY_NONE;
+    self->replay_fn(self->replay_arg, COLLECTOR_REPLAY_STOP, 0);
+    s_update_state(self, NULL);
+}
+
+static int s_in_order(collector_stream_t *self, uint64_t seq, const uint8_t *payload, size_t len,
+                      uint8_t *owned);
+
+/* Applies the live batches kept during a replay, in order. One of them may start another
+ * replay: the rest is then kept again, behind it. */
+static void s_drain(collector_stream_t *self)
+{
+    s_pending_t *list = self->pending;
+    size_t n = self->npending;
+    self->pending = NULL;
+    self->npending = self->pending_cap = self->pending_bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        s_pending_t *p = &list[i];
+        if (self->replay) {
+            if (s_pending_push(self, p->seq, p->data, p->len) != 0) free(p->data);
+            continue;
+        }
+        s_in_order(self, p->seq, p->data, p->len, p->data); /* takes p->data */
+    }
+    free(list);
+}
+
+static void s_replay_fail(collector_stream_t *self, const char *why)
+{
+    self->stats.replays_failed++;
+    IPL_LOG_EVERY(5, IPL_LOG_WARN, "replay_failed",
+                  "worker=%s kind=%s start_seq=%" PRIu64 " reason=%s", self->worker,
+                  self->replay == S_REPLAY_GAP ? "gap" : "rebuild", self->replay_start, why);
+    bool retry = self->replay_retry;
+    s_replay_stop(self);
+    if (retry) s_schedule_retry(self); /* the next one later (backoff doubled) */
+    s_degrade(self, why);
+    s_drain(self);
+}
+
+static void s_replay_end(collector_stream_t *self)
+{
+    bool nothing = self->replay_first;
+    bool reached = self->replay_need == S_NO_NEED ||
+                   (self->stats.has_seq && self->stats.last_seq >= self->replay_need);
+    if (nothing && self->replay == S_REPLAY_REBUILD && self->replay_need == S_NO_NEED) {
+        /* The worker has no buffered batch at all: it never published one (or keeps none).
+         * Not a known base; batch 0, when it comes live, will be. A retry of a worker we have
+         * seen batches of learns nothing new, though: it stays DEGRADED. */
+        if (self->replay_retry && self->stats.has_seq) {
+            s_replay_fail(self, "nothing_buffered");
+            return;
+        }
+        self->degraded = false; /* e.g. its replay endpoint was not up yet at start */
+        self->stats.retry_at_ms = 0;
+        self->stats.replays_ok++;
+        s_replay_stop(self);
+        s_update_state(self, "waiting_for_batch_0");
+        s_drain(self);
+        return;
+    }
+    if (nothing || !reached) {
+        s_replay_fail(self, nothing ? "nothing_buffered" : "replay_incomplete");
+        return;
+    }
+    self->stats.replays_ok++;
+    IPL_DEBUG("replay_done", "worker=%s last_seq=%" PRIu64, self->worker, self->stats.last_seq);
+    s_replay_stop(self);
+    s_update_state(self, "replayed");
+    s_drain(self);
+}
+
+/* The first reply of a replay: proof that it continues what we applied. Returns true when the
+ * batch is to be applied, false when it was handled (skipped or the replay ended). */
+static bool s_replay_first(collector_stream_t *self, uint64_t seq, const uint8_t *payload,
+                           size_t len)
+{
+    self->replay_first = false;
+    if (self->replay == S_REPLAY_REBUILD) {
+        if (seq != 0) {
+            s_replay_fail(self, "history_evicted");
+            return false;
+        }
+        self->stats.has_seq = false;
+        s_rebase(self, "replayed_from_batch_0");
+        return true;
+    }
+    uint64_t last = self->stats.last_seq;
+    if (seq == last) {
+        if (ipl_hash_bytes(payload, len) == self->last_digest) return false; /* proven */
+        /* another process answers: the one we followed is gone */
+        self->stats.restarts++;
+        self->stats.epoch++;
+        IPL_WARN("worker_restarted", "worker=%s seq=%" PRIu64 " reason=replay_digest_differs",
+                 self->worker, seq);
+        s_replay_stop(self);
+        self->stats.has_seq = false;
+        self->base_known = false;
+        s_clear(self);
+        uint64_t need = self->npending ? self->pending[0].seq - 1 : S_NO_NEED;
+        if (!s_replay_begin(self, S_REPLAY_REBUILD, 0, need)) {
+            s_degrade(self, "history_unknown");
+            s_drain(self);
+        }
+        return false;
+    }
+    if (seq == last + 1) return true; /* the last applied one was evicted: accepted unproven */
+    s_replay_fail(self, seq > last ? "history_evicted" : "replay_out_of_order");
+    return false;
+}
+
+int collector_stream_replay_reply(collector_stream_t *self, const uint8_t *const *frames,
+                                  const size_t *lens, size_t nframes)
+{
+    assert(self && (frames || nframes == 0));
+    if (!self->replay) {
+        self->stats.replay_stray++;
+        return IPL_E_INVAL;
+    }
+    if (nframes != 2 && nframes != 3) {
+        s_replay_fail(self, "bad_reply_frames");
+        return IPL_E_INVAL;
+    }
+    const uint8_t *seqf = frames[nframes - 2], *payload = frames[nframes - 1];
+    size_t seq_len = lens[nframes - 2], len = lens[nframes - 1];
+    self->replay_deadline_ms = self->now_ms + self->lim.replay_timeout_ms;
+    if (ipl_vllm_kv_is_end_seq(seqf, seq_len) || len == 0) {
+        s_replay_end(self);
+        return 0;
+    }
+    uint64_t seq;
+    if (ipl_vllm_kv_seq(seqf, seq_len, &seq) != 0) {
+        s_replay_fail(self, "bad_reply_seq");
+        return IPL_E_INVAL;
+    }
+    if (self->replay_first) {
+        if (!s_replay_first(self, seq, payload, len)) return 0;
+    } else if (seq != self->stats.last_seq + 1) {
+        s_replay_fail(self, "replay_not_contiguous");
+        return 0;
+    }
+    self->stats.replayed_batches++;
+    int rc = s_apply(self, seq, payload, len);
+    self->stats.mapped = s_map_size(&self->map);
+    if (rc != 0 && self->replay) s_replay_fail(self, "undecodable_batch");
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* live batches */
+
+/* Keeps the batch that started a replay, for after it. False when it cannot be kept (the
+ * replay then failed, and the caller applies the batch as it is). Takes `owned`. */
+static bool s_keep(collector_stream_t *self, uint64_t seq, const uint8_t *payload, size_t len,
+                   uint8_t **owned)
+{
+    int rc =
+        *owned ? s_pending_push(self, seq, *owned, len) : s_pending_copy(self, seq, payload, len);
+    if (rc == 0) {
+        *owned = NULL;
+        return true;
+    }
+    s_replay_fail(self, "pending_overflow");
+    return false;
+}
+
+/* A batch in order of arrival, no replay running. `owned` (may be NULL) is a malloc'd buffer
+ * holding `payload` that this function takes. */
+static int s_in_order(collector_stream_t *self, uint64_t seq, const uint8_t *payload, size_t len,
+                      uint8_t *owned)
 {
     collector_stream_stats_t *st = &self->stats;
     if (!st->has_seq) {
-        st->has_seq = true;
-        return; /* the first batch we see: whatever its number */
-    }
-    if (seq <= st->last_seq) {
-        /* vLLM numbers batches from 0 in each process: going back means a new process */
-        st->restarts++;
-        st->epoch++;
-        IPL_WARN("worker_restarted",
-                 "worker=%s last_seq=%" PRIu64 " seq=%" PRIu64 " epoch=%" PRIu64, self->worker,
-                 st->last_seq, seq, st->epoch);
-        s_forget(self, "worker_restart");
-        return;
-    }
-    if (seq > st->last_seq + 1) {
-        uint64_t first = st->last_seq + 1;
+        if (seq == 0) { /* the process's first batch: its cache was empty before */
+            s_rebase(self, "batch_0");
+        } else if (!self->degraded && s_replay_begin(self, S_REPLAY_REBUILD, 0, seq - 1)) {
+            if (s_keep(self, seq, payload, len, &owned)) return 0;
+        } else if (!self->degraded) {
+            s_degrade(self, "history_unknown"); /* joined late, no replay */
+        }
+    } else if (seq <= st->last_seq) { /* already applied from a replay */
+        st->duplicates++;
+        free(owned);
+        return 0;
+    } else if (seq > st->last_seq + 1) {
         st->gaps++;
-        st->missed_batches += seq - first;
+        st->missed_batches += seq - st->last_seq - 1;
         IPL_LOG_EVERY(5, IPL_LOG_WARN, "sequence_gap",
                       "worker=%s expected=%" PRIu64 " got=%" PRIu64 " missed=%" PRIu64,
-                      self->worker, first, seq, seq - first);
-        bool replaying = self->gap_fn && self->gap_fn(self->gap_arg, first, seq);
-        if (!replaying) s_set_state(self, COLLECTOR_KV_SYNCING, "sequence_gap");
+                      self->worker, st->last_seq + 1, seq, seq - st->last_seq - 1);
+        if (self->degraded) {
+            s_clear(self); /* removals may be missing: keep the index a subset */
+        } else if (s_replay_begin(self, S_REPLAY_GAP, st->last_seq, seq - 1)) {
+            if (s_keep(self, seq, payload, len, &owned)) return 0;
+        } else {
+            s_degrade(self, self->replay_fn ? "replay_failed" : "gap_without_replay");
+        }
     }
+    int rc = s_apply(self, seq, payload, len);
+    free(owned);
+    return rc;
+}
+
+/* A new worker process: a live seq that does not exceed the previous live one (`seq`), or
+ * restart evidence from elsewhere. */
+static void s_restart(collector_stream_t *self, uint64_t seq, const char *why)
+{
+    collector_stream_stats_t *st = &self->stats;
+    st->restarts++;
+    st->epoch++;
+    IPL_WARN("worker_restarted",
+             "worker=%s why=%s last_live_seq=%" PRIu64 " seq=%" PRIu64 " epoch=%" PRIu64,
+             self->worker, why, self->live_last, seq, st->epoch);
+    s_replay_stop(self);
+    s_pending_clear(self); /* the old process's batches */
+    self->batch_seq = seq;
+    s_clear(self);
+    st->has_seq = false;
+    self->base_known = false;
+    self->degraded = false; /* a new process: a new chance to know everything */
+    self->incomplete = false;
+    st->retry_at_ms = 0;
+    self->backoff_ms = self->lim.retry_min_ms;
+    s_update_state(self, "worker_restart");
+}
+
+void collector_stream_restarted(collector_stream_t *self, const char *why)
+{
+    assert(self);
+    s_restart(self, 0, why ? why : "external");
+    self->has_live = false; /* the next live batch belongs to the new process */
+    if (!s_replay_begin(self, S_REPLAY_REBUILD, 0, S_NO_NEED))
+        s_update_state(self, "waiting_for_batch_0");
 }
 
 int collector_stream_message(collector_stream_t *self, const uint8_t *seq_frame, size_t seq_len,
@@ -414,17 +840,72 @@ int collector_stream_message(collector_stream_t *self, const uint8_t *seq_frame,
         self->stats.decode_errors++;
         return IPL_E_INVAL;
     }
-    s_sequence(self, seq);
-    self->stats.last_seq = seq;
-    self->batch_seq = seq;
-    int rc = ipl_vllm_kv_decode(self->decoder, payload, payload_len, NULL, s_on_event, self);
-    self->stats.mapped = s_map_size(&self->map);
-    if (rc != 0) {
-        self->stats.decode_errors++;
-        s_set_state(self, COLLECTOR_KV_SYNCING, "undecodable_batch");
-        return rc;
+    if (!payload) payload_len = 0;
+    /* vLLM numbers batches from 0 in each process and PUB never reorders: going back (or
+     * repeating) means a new process */
+    if (self->has_live && seq <= self->live_last) s_restart(self, seq, "sequence_back");
+    self->has_live = true;
+    self->live_last = seq;
+    const uint8_t *p = payload ? payload : (const uint8_t *)"";
+    /* during a replay the batch waits; if it cannot, the replay fails, the kept ones are
+     * applied (which may start another replay, hence the loop) and then this one */
+    while (self->replay) {
+        if (s_pending_copy(self, seq, p, payload_len) == 0) {
+            self->stats.pending = self->npending;
+            return 0;
+        }
+        s_replay_fail(self, "pending_overflow");
     }
-    self->stats.batches++;
+    int rc = s_in_order(self, seq, p, payload_len, NULL);
+    self->stats.pending = self->npending;
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* clock, start, queries */
+
+void collector_stream_tick(collector_stream_t *self, uint64_t now_ms)
+{
+    assert(self);
+    self->now_ms = now_ms;
+    if (self->replay && now_ms >= self->replay_deadline_ms) {
+        s_replay_fail(self, "replay_timeout");
+    } else if (!self->replay && self->degraded && self->stats.retry_at_ms &&
+               now_ms >= self->stats.retry_at_ms) {
+        self->stats.retry_at_ms = 0;
+        self->stats.retries++;
+        if (s_replay_begin(self, S_REPLAY_REBUILD, 0, S_NO_NEED))
+            self->replay_retry = true;
+        else
+            s_schedule_retry(self);
+    }
+    self->stats.pending = self->npending;
+}
+
+void collector_stream_start(collector_stream_t *self)
+{
+    assert(self);
+    self->batch_seq = 0;
+    s_emit(self, COLLECTOR_OP_CLEARED, NULL, 0);
+    self->dirty = false;
+    if (!s_replay_begin(self, S_REPLAY_REBUILD, 0, S_NO_NEED))
+        s_update_state(self, "waiting_for_batch_0");
+}
+
+int collector_stream_foreach(const collector_stream_t *self, int (*fn)(void *arg, uint64_t hash),
+                             void *arg)
+{
+    assert(self && fn);
+    const s_map_t *m = &self->map;
+    if (m->has_zero) {
+        int rc = fn(arg, m->zero_val);
+        if (rc) return rc;
+    }
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->keys[i]) continue;
+        int rc = fn(arg, m->vals[i]);
+        if (rc) return rc;
+    }
     return 0;
 }
 

@@ -1,6 +1,7 @@
 /*
  * Unit tests for aggregator_state: applying KV_EVENT/LOAD, sequence stamping, rejected
- * messages, snapshots (chunking, empty workers, seq) and heartbeats (staleness).
+ * messages, snapshots (chunking, empty workers, seq), heartbeats (staleness), counts by
+ * kv_state and convergence by a full-state resend.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -249,6 +250,40 @@ static void test_heartbeat(void **state)
     aggregator_state_destroy(&st);
 }
 
+/* Counts by kv_state; a collector's full-state resend (CLEARED + STORED) converges a state
+ * that missed messages to the collector's view. */
+static void test_kv_counts_and_resend(void **state)
+{
+    (void)state;
+    aggregator_state_t *st = aggregator_state_new();
+    uint64_t h[4] = {1, 2, 3, 4};
+    size_t counts[3];
+    aggregator_state_kv_counts(st, counts);
+    assert_true(counts[0] == 0 && counts[1] == 0 && counts[2] == 0);
+    ipl_msg_t m = s_kv("w0", IPL_KV_OP_STORED, h, 3); /* w0 has no LOAD: not counted */
+    assert_int_equal(aggregator_state_apply(st, &m, 1), 0);
+    const char *names[3] = {"w1", "w2", "w3"};
+    uint64_t states[3] = {IPL_KV_DEGRADED, IPL_KV_EXACT, IPL_KV_DEGRADED};
+    for (int i = 0; i < 3; i++) {
+        m = s_load(names[i], 0, IPL_HEALTH_UP);
+        m.u.load.kv_state = states[i];
+        assert_int_equal(aggregator_state_apply(st, &m, 1), 0);
+    }
+    aggregator_state_kv_counts(st, counts);
+    assert_int_equal(counts[IPL_KV_EXACT], 1);
+    assert_int_equal(counts[IPL_KV_SYNCING], 0);
+    assert_int_equal(counts[IPL_KV_DEGRADED], 2);
+    /* w0 holds 1,2,3 but the collector holds 2,4 (a REMOVED and a STORED were lost) */
+    m = s_kv("w0", IPL_KV_OP_CLEARED, NULL, 0);
+    assert_int_equal(aggregator_state_apply(st, &m, 2), 0);
+    uint64_t now_held[2] = {2, 4};
+    m = s_kv("w0", IPL_KV_OP_STORED, now_held, 2);
+    assert_int_equal(aggregator_state_apply(st, &m, 2), 0);
+    const ipl_index_t *idx = aggregator_state_index(st);
+    assert_int_equal(ipl_index_worker_blocks(idx, 0), 2);
+    aggregator_state_destroy(&st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -256,6 +291,7 @@ int main(void)
         cmocka_unit_test(test_rejects),
         cmocka_unit_test(test_snapshot),
         cmocka_unit_test(test_heartbeat),
+        cmocka_unit_test(test_kv_counts_and_resend),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /*
- * Unit tests for collector_scrape: parsing vLLM /metrics pages, and real non-blocking scrapes
- * against an ipl_httpd server on an ephemeral loopback port (ok, HTTP error, refused).
+ * Unit tests for collector_scrape: parsing vLLM /metrics pages, restart evidence between two
+ * samples, and real non-blocking scrapes against an ipl_httpd server on an ephemeral loopback
+ * port (ok, HTTP error, refused).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -52,6 +53,42 @@ static void test_parse(void **state)
     assert_int_equal(collector_scrape_parse(NULL, 0, &s), IPL_E_NOTFOUND);
     const char *junk = "vllm:num_requests_running{{{ nope\n\x01\x02\n";
     collector_scrape_parse(junk, strlen(junk), &s); /* must not crash */
+}
+
+static void test_restart_evidence(void **state)
+{
+    (void)state;
+    collector_sample_t a, b;
+    const char *p1 = "vllm:num_requests_running 0\nprocess_start_time_seconds 1700000000.5\n"
+                     "vllm:prompt_tokens_total{engine=\"0\"} 100\n"
+                     "vllm:prompt_tokens_total{engine=\"1\"} 50\n"
+                     "vllm:generation_tokens_total 70\n";
+    assert_int_equal(collector_scrape_parse(p1, strlen(p1), &a), 0);
+    assert_true(a.start_time == 1700000000.5);
+    assert_true(a.counters[0] == 150.0); /* summed over engines */
+    assert_true(a.counters[1] == 70.0);
+    assert_true(a.counters[2] < 0); /* absent */
+    assert_false(collector_sample_restarted(&a, &a));
+    /* counters grew: same process */
+    const char *p2 = "vllm:num_requests_running 0\nprocess_start_time_seconds 1700000000.5\n"
+                     "vllm:prompt_tokens_total 400\nvllm:generation_tokens_total 90\n"
+                     "vllm:prefix_cache_queries_total 3\n";
+    assert_int_equal(collector_scrape_parse(p2, strlen(p2), &b), 0);
+    assert_false(collector_sample_restarted(&a, &b));
+    /* a counter went down */
+    const char *p3 = "vllm:num_requests_running 0\nvllm:prompt_tokens_total 400\n"
+                     "vllm:generation_tokens_total 10\n";
+    assert_int_equal(collector_scrape_parse(p3, strlen(p3), &a), 0);
+    assert_true(collector_sample_restarted(&b, &a));
+    /* a new start time, counters not comparable */
+    const char *p4 = "vllm:num_requests_running 0\nprocess_start_time_seconds 1700000100\n";
+    assert_int_equal(collector_scrape_parse(p4, strlen(p4), &a), 0);
+    assert_true(collector_sample_restarted(&b, &a));
+    /* no evidence at all either way */
+    const char *p5 = "vllm:num_requests_running 0\n";
+    assert_int_equal(collector_scrape_parse(p5, strlen(p5), &a), 0);
+    assert_false(collector_sample_restarted(&b, &a));
+    assert_false(collector_sample_restarted(&a, &b));
 }
 
 static void s_metrics_page(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
@@ -153,6 +190,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),
+        cmocka_unit_test(test_restart_evidence),
         cmocka_unit_test(test_scrape_real_server),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

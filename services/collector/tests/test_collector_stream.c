@@ -1,8 +1,11 @@
 /*
  * Unit tests for collector_stream: re-hashing of BlockStored chains (root, child, LoRA,
  * extra keys), BlockRemoved through the engine→ours map, AllBlocksCleared, unknown parents,
- * sequence gaps and restarts, skipped media/groups and malformed input. Payloads are built
- * with msgpack-c in vLLM's wire format (map-encoded events, array envelope).
+ * skipped media/groups and malformed input; the exactness state machine: start-up catch-up,
+ * gap replays in both reply layouts (live batches kept and de-duplicated), replays that fail
+ * (evicted, timeout, bad replies, overflow) → DEGRADED with backoff retries, restarts (sequence
+ * back, replay digest mismatch, told by /metrics). Payloads are built with msgpack-c in vLLM's wire
+ * format (map-encoded events, array envelope); the replay socket is a recording stub.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,14 +33,14 @@ typedef struct {
 } s_op_t;
 
 typedef struct {
-    s_op_t ops[32];
+    s_op_t ops[256];
     int nops;
 } s_rec_t;
 
 static void s_record(void *arg, const collector_op_t *op)
 {
     s_rec_t *r = arg;
-    assert_true(r->nops < 32);
+    assert_true(r->nops < 256);
     s_op_t *o = &r->ops[r->nops++];
     o->op = op->op;
     o->n = op->nhashes;
@@ -194,7 +197,8 @@ static void test_start_emits_cleared(void **state)
     assert_int_equal(f->rec.nops, 1);
     assert_int_equal(f->rec.ops[0].op, COLLECTOR_OP_CLEARED);
     assert_int_equal(f->rec.ops[0].epoch, 1000);
-    assert_int_equal(collector_stream_kv_state(f->st), COLLECTOR_KV_EXACT);
+    /* without a replay endpoint the base is batch 0, when it comes */
+    assert_int_equal(collector_stream_kv_state(f->st), COLLECTOR_KV_SYNCING);
 }
 
 static void test_chain_rehash_and_remove(void **state)
@@ -314,57 +318,542 @@ static void test_other_media_and_groups_are_skipped(void **state)
     assert_int_equal(collector_stream_kv_state(f->st), COLLECTOR_KV_EXACT);
 }
 
-static bool s_gap_replays(void *arg, uint64_t first, uint64_t received)
+/* ---- payloads kept as bytes (for live and replayed copies of one batch) ---- */
+typedef struct {
+    uint8_t *data;
+    size_t len;
+} s_payload_t;
+
+/* A batch of one root BlockStored of `nblocks` blocks (engine hashes base, base+1, ...,
+ * tokens from `first`), or an empty batch when nblocks is 0. `ts` makes payloads differ. */
+static s_payload_t s_payload(uint64_t base, uint32_t nblocks, uint32_t first, double ts)
 {
-    uint64_t *seen = arg;
-    seen[0] = first;
-    seen[1] = received;
+    uint64_t eng[16];
+    assert_true(nblocks <= 16);
+    for (uint32_t i = 0; i < nblocks; i++)
+        eng[i] = base + i;
+    s_batch_t b;
+    msgpack_sbuffer_init(&b.sb);
+    msgpack_packer_init(&b.pk, &b.sb, msgpack_sbuffer_write);
+    msgpack_pack_array(&b.pk, 3);
+    msgpack_pack_double(&b.pk, ts);
+    msgpack_pack_array(&b.pk, nblocks ? 1 : 0);
+    if (nblocks)
+        s_block_stored(
+            &b, &(s_stored_t){
+                    .engine = eng, .nblocks = nblocks, .first_token = first, .group_idx = -1});
+    msgpack_pack_int64(&b.pk, 0);
+    s_payload_t p = {malloc(b.sb.size), b.sb.size};
+    memcpy(p.data, b.sb.data, b.sb.size);
+    msgpack_sbuffer_destroy(&b.sb);
+    return p;
+}
+
+static void s_seq8(uint64_t seq, uint8_t out[8])
+{
+    for (int i = 0; i < 8; i++)
+        out[i] = (uint8_t)(seq >> (56 - 8 * i));
+}
+
+static int s_live(collector_stream_t *st, uint64_t seq, const s_payload_t *p)
+{
+    uint8_t seqf[8];
+    s_seq8(seq, seqf);
+    return collector_stream_message(st, seqf, 8, p->data, p->len);
+}
+
+/* One replay reply in layout 3 ([topic, seq, payload]) or 2 ([seq, payload]). */
+static int s_reply(collector_stream_t *st, int layout, uint64_t seq, const s_payload_t *p)
+{
+    uint8_t seqf[8];
+    s_seq8(seq, seqf);
+    const uint8_t *frames[3] = {(const uint8_t *)"kv-events", seqf, p->data};
+    size_t lens[3] = {9, 8, p->len};
+    return layout == 3 ? collector_stream_replay_reply(st, frames, lens, 3)
+                       : collector_stream_replay_reply(st, frames + 1, lens + 1, 2);
+}
+
+/* The end marker: [b"", ff*8, b""] (layout 3) or [ff*8, b""] (layout 2). */
+static int s_reply_end(collector_stream_t *st, int layout)
+{
+    static const uint8_t end[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    const uint8_t *frames[3] = {(const uint8_t *)"", end, (const uint8_t *)""};
+    size_t lens[3] = {0, 8, 0};
+    return layout == 3 ? collector_stream_replay_reply(st, frames, lens, 3)
+                       : collector_stream_replay_reply(st, frames + 1, lens + 1, 2);
+}
+
+/* ---- the replay socket stub ---- */
+typedef struct {
+    bool refuse; /* START returns false */
+    int starts, stops;
+    uint64_t start_seq; /* of the last START */
+    bool running;
+} s_replay_t;
+
+static bool s_replay_cb(void *arg, collector_replay_op_t op, uint64_t start_seq)
+{
+    s_replay_t *r = arg;
+    if (op == COLLECTOR_REPLAY_START) {
+        assert_false(r->running); /* one at a time */
+        r->starts++;
+        r->start_seq = start_seq;
+        if (r->refuse) return false;
+        r->running = true;
+        return true;
+    }
+    assert_int_equal(op, COLLECTOR_REPLAY_STOP);
+    assert_true(r->running);
+    r->running = false;
+    r->stops++;
     return true;
 }
 
-static void test_sequence_gap_and_restart(void **state)
+typedef struct {
+    s_rec_t rec;
+    collector_stream_t *st;
+    s_replay_t replay;
+    s_payload_t b[16]; /* b[i]: the batch with seq i (engine hashes 100i.., tokens 1000i..) */
+    uint64_t now;
+} s_rfx_t;
+
+static int s_rsetup(void **state)
+{
+    ipl_log_init("test", IPL_LOG_OFF);
+    s_rfx_t *f = calloc(1, sizeof *f);
+    f->st = collector_stream_new("w0", 1000, s_record, &f->rec);
+    assert_non_null(f->st);
+    collector_stream_set_replay(f->st, s_replay_cb, &f->replay);
+    for (uint64_t i = 0; i < 16; i++)
+        f->b[i] = s_payload(100 * i + 1, 2, 1000 * (uint32_t)i, 1700000000.0 + (double)i);
+    f->now = 5000;
+    collector_stream_tick(f->st, f->now);
+    *state = f;
+    return 0;
+}
+
+static int s_rteardown(void **state)
+{
+    s_rfx_t *f = *state;
+    collector_stream_destroy(&f->st);
+    for (int i = 0; i < 16; i++)
+        free(f->b[i].data);
+    free(f);
+    return 0;
+}
+
+static void s_advance(s_rfx_t *f, uint64_t ms)
+{
+    f->now += ms;
+    collector_stream_tick(f->st, f->now);
+}
+
+static int s_count(const s_rec_t *r, int op)
+{
+    int n = 0;
+    for (int i = 0; i < r->nops; i++)
+        n += r->ops[i].op == op;
+    return n;
+}
+
+static int s_add_hash(void *arg, uint64_t h)
+{
+    uint64_t *sum = arg;
+    *sum += h;
+    return 0;
+}
+
+/* The sum of our hashes the stream holds, and the sum it should hold for batches [from, to]. */
+static uint64_t s_held(s_rfx_t *f)
+{
+    uint64_t sum = 0;
+    assert_int_equal(collector_stream_foreach(f->st, s_add_hash, &sum), 0);
+    return sum;
+}
+
+static uint64_t s_expected(uint64_t from, uint64_t to)
+{
+    uint64_t sum = 0, want[2];
+    for (uint64_t i = from; i <= to; i++) {
+        s_expect(ipl_hash_chain_start(0), 1000 * (uint32_t)i, 2, want);
+        sum += want[0] + want[1];
+    }
+    return sum;
+}
+
+static void test_startup_catch_up(void **state)
+{
+    s_rfx_t *f = *state;
+    collector_stream_start(f->st);
+    assert_int_equal(f->rec.nops, 1); /* CLEARED for older incarnations */
+    assert_int_equal(f->replay.starts, 1);
+    assert_int_equal(f->replay.start_seq, 0);
+    assert_int_equal(collector_stream_kv_state(f->st), COLLECTOR_KV_SYNCING);
+    /* batch 2 arrives live while the worker replays 0..2 */
+    assert_int_equal(s_live(f->st, 2, &f->b[2]), 0);
+    assert_int_equal(collector_stream_stats(f->st)->pending, 1);
+    for (uint64_t i = 0; i < 3; i++)
+        assert_int_equal(s_reply(f->st, 3, i, &f->b[i]), 0);
+    assert_int_equal(s_reply_end(f->st, 3), 0);
+    const collector_stream_stats_t *st = collector_stream_stats(f->st);
+    assert_int_equal(f->replay.stops, 1);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_EXACT);
+    assert_int_equal(st->duplicates, 1); /* live 2 was replayed already */
+    assert_int_equal(st->replays_ok, 1);
+    assert_int_equal(st->replayed_batches, 3);
+    assert_int_equal(s_count(&f->rec, COLLECTOR_OP_STORED), 3);
+    assert_true(s_held(f) == s_expected(0, 2));
+    assert_int_equal(s_live(f->st, 3, &f->b[3]), 0);
+    assert_true(s_held(f) == s_expected(0, 3));
+    assert_int_equal(st->kv_state, COLLECTOR_KV_EXACT);
+    /* a reply with no replay running is ignored */
+    assert_int_equal(s_reply(f->st, 3, 4, &f->b[4]), IPL_E_INVAL);
+    assert_int_equal(st->replay_stray, 1);
+}
+
+static void test_startup_idle_worker(void **state)
+{
+    s_rfx_t *f = *state;
+    collector_stream_start(f->st);
+    assert_int_equal(s_reply_end(f->st, 2), 0); /* nothing buffered: a fresh worker */
+    assert_int_equal(collector_stream_kv_state(f->st), COLLECTOR_KV_SYNCING);
+    assert_int_equal(collector_stream_stats(f->st)->replays_failed, 0);
+    assert_int_equal(s_live(f->st, 0, &f->b[0]), 0); /* its first batch: a known base */
+    assert_int_equal(collector_stream_kv_state(f->st), COLLECTOR_KV_EXACT);
+}
+
+static void test_startup_worker_not_up_yet(void **state)
+{
+    s_rfx_t *f = *state;
+    collector_stream_start(f->st);
+    s_advance(f, 2000); /* its replay endpoint does not answer: nothing is known */
+    const collector_stream_stats_t *st = collector_stream_stats(f->st);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_DEGRADED);
+    assert_string_equal(st->why, "replay_timeout");
+    s_advance(f, 1000); /* the retry: the worker is up now, and has published nothing */
+    assert_int_equal(f->replay.starts, 2);
+    assert_int_equal(s_reply_end(f->st, 3), 0);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_SYNCING);
+    assert_int_equal(st->retry_at_ms, 0);
+    assert_int_equal(s_live(f->st, 0, &f->b[0]), 0);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_EXACT);
+}
+
+static void test_startup_history_evicted(void **state)
+{
+    s_rfx_t *f = *state;
+    collector_stream_start(f->st);
+    assert_int_equal(s_live(f->st, 9, &f->b[9]), 0);
+    assert_int_equal(s_reply(f->st, 3, 7, &f->b[7]), 0); /* 0..6 are gone */
+    const collector_stream_stats_t *st = collector_stream_stats(f->st);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_DEGRADED);
+    assert_string_equal(st->why, "history_evicted");
+    assert_int_equal(f->replay.stops, 1);
+    /* later replies of that replay are stray; the kept live batch was applied as a fact */
+    assert_int_equal(s_reply(f->st, 3, 8, &f->b[8]), IPL_E_INVAL);
+    assert_true(s_held(f) == s_expected(9, 9));
+    assert_int_equal(st->retry_at_ms, f->now + 1000);
+}
+
+static void test_gap_replayed_in_order(void **state)
+{
+    s_rfx_t *f = *state;
+    for (int layout = 2; layout <= 3; layout++) {
+        collector_stream_t *st = f->st;
+        /* round 2 starts with batch 0 again: a restart, so both rounds start from scratch */
+        assert_int_equal(s_live(st, 0, &f->b[0]), 0);
+        assert_int_equal(s_live(st, 1, &f->b[1]), 0);
+        assert_int_equal(collector_stream_kv_state(st), COLLECTOR_KV_EXACT);
+        int starts = f->replay.starts;
+        /* 2 and 3 are lost; 4 and 5 arrive (5 during the replay) */
+        assert_int_equal(s_live(st, 4, &f->b[4]), 0);
+        assert_int_equal(f->replay.starts, starts + 1);
+        assert_int_equal(f->replay.start_seq, 1); /* the last applied one, for the proof */
+        assert_int_equal(collector_stream_kv_state(st), COLLECTOR_KV_SYNCING);
+        assert_int_equal(s_live(st, 5, &f->b[5]), 0);
+        for (uint64_t i = 1; i <= 5; i++)
+            assert_int_equal(s_reply(st, layout, i, &f->b[i]), 0);
+        assert_int_equal(s_reply_end(st, layout), 0);
+        assert_int_equal(collector_stream_kv_state(st), COLLECTOR_KV_EXACT);
+        assert_true(s_held(f) == s_expected(0, 5));
+        assert_int_equal(s_live(st, 6, &f->b[6]), 0);
+        assert_true(s_held(f) == s_expected(0, 6));
+        /* each block was stored exactly once */
+        const collector_stream_stats_t *ss = collector_stream_stats(st);
+        assert_int_equal(ss->gaps, (uint64_t)(layout - 1));
+        assert_int_equal(ss->mapped, 14);
+    }
+    assert_int_equal(collector_stream_stats(f->st)->restarts, 1);
+    assert_int_equal(collector_stream_stats(f->st)->replays_ok, 2);
+}
+
+static void test_gap_replay_with_empty_payload_end(void **state)
+{
+    s_rfx_t *f = *state;
+    assert_int_equal(s_live(f->st, 0, &f->b[0]), 0);
+    assert_int_equal(s_live(f->st, 2, &f->b[2]), 0);
+    /* the last applied batch was evicted, the next is there: accepted unproven */
+    assert_int_equal(s_reply(f->st, 2, 1, &f->b[1]), 0);
+    assert_int_equal(s_reply(f->st, 2, 2, &f->b[2]), 0);
+    uint8_t seqf[8];
+    s_seq8(3, seqf);
+    const uint8_t *frames[2] = {seqf, (const uint8_t *)""};
+    size_t lens[2] = {8, 0};
+    assert_int_equal(collector_stream_replay_reply(f->st, frames, lens, 2), 0); /* end */
+    assert_int_equal(collector_stream_kv_state(f->st), COLLECTOR_KV_EXACT);
+    assert_true(s_held(f) == s_expected(0, 2));
+}
+
+static void test_gap_replay_evicted_then_retry(void **state)
+{
+    s_rfx_t *f = *state;
+    assert_int_equal(s_live(f->st, 0, &f->b[0]), 0);
+    assert_int_equal(s_live(f->st, 1, &f->b[1]), 0);
+    assert_int_equal(s_live(f->st, 5, &f->b[5]), 0);
+    int cleared = s_count(&f->rec, COLLECTOR_OP_CLEARED);
+    assert_int_equal(s_reply(f->st, 3, 3, &f->b[3]), 0); /* 1 and 2 evicted */
+    const collector_stream_stats_t *st = collector_stream_stats(f->st);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_DEGRADED);
+    assert_int_equal(st->degradations, 1);
+    assert_int_equal(s_count(&f->rec, COLLECTOR_OP_CLEARED), cleared + 1);
+    assert_true(s_held(f) == s_expected(5, 5)); /* the kept batch, as a fact */
+    /* live batches go on being applied; a gap clears again, no replay while DEGRADED */
+    assert_int_equal(s_live(f->st, 6, &f->b[6]), 0);
+    assert_int_equal(s_live(f->st, 8, &f->b[8]), 0);
+    assert_int_equal(f->replay.starts, 1);
+    assert_true(s_held(f) == s_expected(8, 8));
+    assert_int_equal(st->kv_state, COLLECTOR_KV_DEGRADED);
+    /* retries: rebuild replays from 0 with exponential backoff */
+    s_advance(f, 999);
+    assert_int_equal(f->replay.starts, 1);
+    s_advance(f, 1);
+    assert_int_equal(f->replay.starts, 2);
+    assert_int_equal(f->replay.start_seq, 0);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_DEGRADED); /* still, while it runs */
+    assert_int_equal(s_reply(f->st, 3, 4, &f->b[4]), 0);   /* 0 is gone too */
+    assert_int_equal(st->retry_at_ms, f->now + 2000);
+    s_advance(f, 2000);
+    assert_int_equal(f->replay.starts, 3);
+    assert_int_equal(s_reply_end(f->st, 3), 0); /* nothing at all: failed as well */
+    assert_int_equal(st->retry_at_ms, f->now + 4000);
+    s_advance(f, 4000);
+    assert_int_equal(f->replay.starts, 4);
+    /* this time the worker's buffer still starts at batch 0 (e.g. it restarted unseen) */
+    assert_int_equal(s_live(f->st, 9, &f->b[9]), 0); /* kept */
+    for (uint64_t i = 0; i <= 9; i++)
+        assert_int_equal(s_reply(f->st, 3, i, &f->b[i]), 0);
+    assert_int_equal(s_reply_end(f->st, 3), 0);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_EXACT);
+    assert_int_equal(st->retry_at_ms, 0);
+    assert_true(s_held(f) == s_expected(0, 9));
+    assert_int_equal(st->retries, 3);
+}
+
+static void test_replay_timeout_and_refusal(void **state)
+{
+    s_rfx_t *f = *state;
+    collector_stream_set_limits(f->st, &(collector_stream_limits_t){.replay_timeout_ms = 500,
+                                                                    .retry_min_ms = 100,
+                                                                    .retry_max_ms = 250});
+    assert_int_equal(s_live(f->st, 0, &f->b[0]), 0);
+    assert_int_equal(s_live(f->st, 3, &f->b[3]), 0);
+    assert_true(f->replay.running);
+    s_advance(f, 400);
+    assert_int_equal(s_reply(f->st, 3, 0, &f->b[0]), 0); /* proof: progress resets the clock */
+    s_advance(f, 499);
+    assert_true(f->replay.running);
+    s_advance(f, 1);
+    assert_false(f->replay.running);
+    const collector_stream_stats_t *st = collector_stream_stats(f->st);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_DEGRADED);
+    assert_string_equal(st->why, "replay_timeout");
+    assert_true(s_held(f) == s_expected(3, 3));
+    /* retries back off 100, 200, 250 (the cap), refused ones included */
+    f->replay.refuse = true;
+    uint64_t want[] = {100, 200, 250, 250};
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(st->retry_at_ms, f->now + want[i]);
+        s_advance(f, want[i]);
+    }
+    assert_int_equal(f->replay.starts, 1 + 4);
+    assert_int_equal(st->replays_failed, 1 + 4);
+    /* an AllBlocksCleared is a known base: exact again, retries stop */
+    s_batch_t b;
+    s_batch_begin(&b, 1);
+    s_all_cleared(&b);
+    assert_int_equal(s_batch_send(&b, f->st, 4), 0);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_EXACT);
+    assert_int_equal(st->retry_at_ms, 0);
+    /* a gap whose replay cannot even start: DEGRADED at once */
+    assert_int_equal(s_live(f->st, 6, &f->b[6]), 0);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_DEGRADED);
+    assert_string_equal(st->why, "replay_failed");
+}
+
+static void test_restarts(void **state)
+{
+    s_rfx_t *f = *state;
+    for (uint64_t i = 0; i < 4; i++)
+        assert_int_equal(s_live(f->st, i, &f->b[i]), 0);
+    const collector_stream_stats_t *st = collector_stream_stats(f->st);
+    /* the new process's batch 0 arrives: CLEARED, new epoch, exact */
+    int before = f->rec.nops;
+    assert_int_equal(s_live(f->st, 0, &f->b[5]), 0);
+    assert_int_equal(st->restarts, 1);
+    assert_int_equal(st->epoch, 1001);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_EXACT);
+    assert_int_equal(f->rec.ops[before].op, COLLECTOR_OP_CLEARED);
+    assert_int_equal(f->rec.ops[before].epoch, 1001);
+    assert_int_equal(f->rec.ops[before + 1].op, COLLECTOR_OP_STORED);
+    assert_int_equal(st->mapped, 2);
+    /* restart again, batch 0 missed: rebuilt by a replay from 0 */
+    assert_int_equal(s_live(f->st, 0, &f->b[6]), 0); /* 0 <= 0: yet another process */
+    assert_int_equal(s_live(f->st, 2, &f->b[8]), 0); /* ...whose 1 was lost: a gap */
+    assert_int_equal(f->replay.start_seq, 0);
+    s_payload_t p1 = s_payload(901, 2, 9000, 42.0);
+    assert_int_equal(s_reply(f->st, 3, 0, &f->b[6]), 0); /* proven */
+    assert_int_equal(s_reply(f->st, 3, 1, &p1), 0);
+    assert_int_equal(s_reply(f->st, 3, 2, &f->b[8]), 0);
+    assert_int_equal(s_reply_end(f->st, 3), 0);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_EXACT);
+    assert_int_equal(st->restarts, 2);
+    assert_int_equal(st->mapped, 6);
+    /* a new process that is already past our last seq: the digest gives it away */
+    assert_int_equal(s_live(f->st, 5, &f->b[5]), 0); /* gap 3..4: replay from 2 */
+    assert_int_equal(f->replay.start_seq, 2);
+    assert_int_equal(s_reply(f->st, 3, 2, &f->b[2]), 0); /* another batch 2 */
+    assert_int_equal(st->restarts, 3);
+    assert_int_equal(f->replay.start_seq, 0); /* rebuild */
+    assert_int_equal(st->mapped, 0);
+    for (uint64_t i = 0; i <= 5; i++)
+        assert_int_equal(s_reply(f->st, 2, i, &f->b[i]), 0);
+    assert_int_equal(s_reply_end(f->st, 2), 0);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_EXACT);
+    assert_true(s_held(f) == s_expected(0, 5));
+    free(p1.data);
+}
+
+static void test_restart_told_by_metrics(void **state)
+{
+    s_rfx_t *f = *state;
+    for (uint64_t i = 0; i < 3; i++)
+        assert_int_equal(s_live(f->st, i, &f->b[i]), 0);
+    const collector_stream_stats_t *st = collector_stream_stats(f->st);
+    int before = f->rec.nops;
+    collector_stream_restarted(f->st, "metrics_reset");
+    /* the old blocks go at once, before the new process publishes anything */
+    assert_int_equal(f->rec.nops, before + 1);
+    assert_int_equal(f->rec.ops[before].op, COLLECTOR_OP_CLEARED);
+    assert_int_equal(st->restarts, 1);
+    assert_int_equal(st->mapped, 0);
+    assert_true(f->replay.running); /* its history, from 0 */
+    assert_int_equal(f->replay.start_seq, 0);
+    assert_int_equal(s_reply_end(f->st, 3), 0);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_SYNCING); /* waiting for batch 0 */
+    /* its batch 0 is not taken for yet another restart */
+    assert_int_equal(s_live(f->st, 0, &f->b[5]), 0);
+    assert_int_equal(st->restarts, 1);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_EXACT);
+    assert_int_equal(st->mapped, 2);
+}
+
+static void test_restart_during_replay_and_overflow(void **state)
+{
+    s_rfx_t *f = *state;
+    collector_stream_set_limits(f->st, &(collector_stream_limits_t){.max_pending = 2});
+    assert_int_equal(s_live(f->st, 0, &f->b[0]), 0);
+    assert_int_equal(s_live(f->st, 3, &f->b[3]), 0); /* replay; 3 kept */
+    assert_int_equal(s_live(f->st, 4, &f->b[4]), 0); /* kept */
+    assert_int_equal(s_live(f->st, 5, &f->b[5]), 0); /* one too many: the replay fails */
+    const collector_stream_stats_t *st = collector_stream_stats(f->st);
+    assert_false(f->replay.running);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_DEGRADED);
+    assert_string_equal(st->why, "pending_overflow");
+    assert_true(s_held(f) == s_expected(3, 5)); /* all three applied, in order */
+    /* a restart ends DEGRADED: batch 0 of the new process is a known base */
+    assert_int_equal(s_live(f->st, 0, &f->b[0]), 0);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_EXACT);
+    /* restart while a replay runs: the replay is dropped with the old process's batches */
+    assert_int_equal(s_live(f->st, 2, &f->b[2]), 0);
+    assert_true(f->replay.running);
+    assert_int_equal(s_live(f->st, 0, &f->b[7]), 0);
+    assert_false(f->replay.running);
+    assert_int_equal(st->pending, 0);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_EXACT);
+    assert_true(s_held(f) == s_expected(7, 7));
+}
+
+static void test_bad_replies(void **state)
+{
+    s_rfx_t *f = *state;
+    assert_int_equal(s_live(f->st, 0, &f->b[0]), 0);
+    assert_int_equal(s_live(f->st, 2, &f->b[2]), 0);
+    const uint8_t *frames[4] = {(const uint8_t *)"a", (const uint8_t *)"b", (const uint8_t *)"c",
+                                (const uint8_t *)"d"};
+    size_t lens[4] = {1, 1, 1, 1};
+    assert_int_equal(collector_stream_replay_reply(f->st, frames, lens, 4), IPL_E_INVAL);
+    assert_int_equal(collector_stream_kv_state(f->st), COLLECTOR_KV_DEGRADED);
+    assert_string_equal(collector_stream_stats(f->st)->why, "bad_reply_frames");
+    /* a restart, then a replay whose seq frame is not 8 bytes, then one out of order */
+    assert_int_equal(s_live(f->st, 0, &f->b[0]), 0);
+    assert_int_equal(s_live(f->st, 2, &f->b[2]), 0);
+    assert_int_equal(collector_stream_replay_reply(f->st, frames, lens, 2), IPL_E_INVAL);
+    assert_string_equal(collector_stream_stats(f->st)->why, "bad_reply_seq");
+    assert_int_equal(s_live(f->st, 0, &f->b[0]), 0);
+    assert_int_equal(s_live(f->st, 2, &f->b[2]), 0);
+    assert_int_equal(s_reply(f->st, 3, 0, &f->b[0]), 0);
+    assert_int_equal(s_reply(f->st, 3, 2, &f->b[2]), 0); /* 1 skipped */
+    assert_string_equal(collector_stream_stats(f->st)->why, "replay_not_contiguous");
+    /* a replay that ends before the gap is closed */
+    assert_int_equal(s_live(f->st, 0, &f->b[0]), 0);
+    assert_int_equal(s_live(f->st, 3, &f->b[3]), 0);
+    assert_int_equal(s_reply(f->st, 3, 0, &f->b[0]), 0);
+    assert_int_equal(s_reply(f->st, 3, 1, &f->b[1]), 0);
+    assert_int_equal(s_reply_end(f->st, 3), 0);
+    assert_string_equal(collector_stream_stats(f->st)->why, "replay_incomplete");
+    assert_int_equal(collector_stream_kv_state(f->st), COLLECTOR_KV_DEGRADED);
+    assert_false(f->replay.running);
+}
+
+static void test_no_replay_endpoint(void **state)
 {
     s_fx_t *f = *state;
     uint64_t e = 5;
     s_batch_t b;
-    /* the first batch may have any number */
+    collector_stream_start(f->st);
+    assert_int_equal(collector_stream_kv_state(f->st), COLLECTOR_KV_SYNCING);
+    /* joined late: batch 40 first, and no way to fetch 0..39 */
     s_batch_begin(&b, 1);
     s_block_stored(&b,
                    &(s_stored_t){.engine = &e, .nblocks = 1, .first_token = 1, .group_idx = -1});
     assert_int_equal(s_batch_send(&b, f->st, 40), 0);
+    const collector_stream_stats_t *st = collector_stream_stats(f->st);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_DEGRADED);
+    assert_string_equal(st->why, "history_unknown");
+    assert_int_equal(st->mapped, 1);      /* a fact all the same */
+    assert_int_equal(st->retry_at_ms, 0); /* nothing to retry with */
     s_batch_begin(&b, 0);
     assert_int_equal(s_batch_send(&b, f->st, 41), 0);
-    assert_int_equal(collector_stream_stats(f->st)->gaps, 0);
-    /* 42..44 lost */
-    s_batch_begin(&b, 0);
-    assert_int_equal(s_batch_send(&b, f->st, 45), 0);
-    const collector_stream_stats_t *st = collector_stream_stats(f->st);
-    assert_int_equal(st->gaps, 1);
-    assert_int_equal(st->missed_batches, 3);
-    assert_int_equal(st->kv_state, COLLECTOR_KV_SYNCING);
-    assert_int_equal(st->last_seq, 45);
-
-    /* the worker restarts: sequence back to 0 → CLEARED, new epoch, exact again */
+    s_batch_begin(&b, 1);
+    s_all_cleared(&b);
+    assert_int_equal(s_batch_send(&b, f->st, 42), 0);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_EXACT);
+    /* 43..44 lost: DEGRADED, CLEARED */
+    s_batch_begin(&b, 1);
+    s_block_stored(&b,
+                   &(s_stored_t){.engine = &e, .nblocks = 1, .first_token = 1, .group_idx = -1});
+    assert_int_equal(s_batch_send(&b, f->st, 43), 0);
     int before = f->rec.nops;
     s_batch_begin(&b, 0);
-    assert_int_equal(s_batch_send(&b, f->st, 0), 0);
-    assert_int_equal(st->restarts, 1);
-    assert_int_equal(st->epoch, 1001);
-    assert_int_equal(st->kv_state, COLLECTOR_KV_EXACT);
-    assert_int_equal(st->mapped, 0);
+    assert_int_equal(s_batch_send(&b, f->st, 46), 0);
+    assert_int_equal(st->gaps, 1);
+    assert_int_equal(st->missed_batches, 2);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_DEGRADED);
+    assert_string_equal(st->why, "gap_without_replay");
     assert_int_equal(f->rec.nops, before + 1);
     assert_int_equal(f->rec.ops[before].op, COLLECTOR_OP_CLEARED);
-    assert_int_equal(f->rec.ops[before].epoch, 1001);
-
-    /* with a replay handler the gap is reported to it and the stream stays exact */
-    uint64_t seen[2] = {0, 0};
-    collector_stream_set_gap_handler(f->st, s_gap_replays, seen);
-    s_batch_begin(&b, 0);
-    assert_int_equal(s_batch_send(&b, f->st, 3), 0);
-    assert_int_equal(seen[0], 1);
-    assert_int_equal(seen[1], 3);
-    assert_int_equal(st->gaps, 2);
-    assert_int_equal(st->kv_state, COLLECTOR_KV_EXACT);
+    assert_int_equal(st->mapped, 0);
+    assert_int_equal(st->last_seq, 46);
 }
 
 static void test_malformed_input(void **state)
@@ -375,11 +864,12 @@ static void test_malformed_input(void **state)
     /* a sequence frame that is not 8 bytes: dropped, nothing changes */
     assert_int_equal(collector_stream_message(f->st, seq, 7, junk, sizeof junk), IPL_E_INVAL);
     assert_false(collector_stream_stats(f->st)->has_seq);
-    /* an undecodable payload: dropped, its events are lost → SYNCING */
+    /* an undecodable payload: dropped, its events are lost → DEGRADED (fail closed) */
     int rc = collector_stream_message(f->st, seq, 8, junk, sizeof junk);
     assert_true(rc < 0);
     assert_int_equal(collector_stream_stats(f->st)->decode_errors, 2);
-    assert_int_equal(collector_stream_kv_state(f->st), COLLECTOR_KV_SYNCING);
+    assert_int_equal(collector_stream_kv_state(f->st), COLLECTOR_KV_DEGRADED);
+    assert_string_equal(collector_stream_stats(f->st)->why, "undecodable_batch");
     assert_int_equal(f->rec.nops, 0);
     seq[7] = 1;
     rc = collector_stream_message(f->st, seq, 8, NULL, 0);
@@ -417,7 +907,21 @@ int main(void)
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_other_media_and_groups_are_skipped, s_setup,
                                         s_teardown),
-        cmocka_unit_test_setup_teardown(test_sequence_gap_and_restart, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_no_replay_endpoint, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_startup_catch_up, s_rsetup, s_rteardown),
+        cmocka_unit_test_setup_teardown(test_startup_idle_worker, s_rsetup, s_rteardown),
+        cmocka_unit_test_setup_teardown(test_startup_worker_not_up_yet, s_rsetup, s_rteardown),
+        cmocka_unit_test_setup_teardown(test_startup_history_evicted, s_rsetup, s_rteardown),
+        cmocka_unit_test_setup_teardown(test_gap_replayed_in_order, s_rsetup, s_rteardown),
+        cmocka_unit_test_setup_teardown(test_gap_replay_with_empty_payload_end, s_rsetup,
+                                        s_rteardown),
+        cmocka_unit_test_setup_teardown(test_gap_replay_evicted_then_retry, s_rsetup, s_rteardown),
+        cmocka_unit_test_setup_teardown(test_replay_timeout_and_refusal, s_rsetup, s_rteardown),
+        cmocka_unit_test_setup_teardown(test_restarts, s_rsetup, s_rteardown),
+        cmocka_unit_test_setup_teardown(test_restart_told_by_metrics, s_rsetup, s_rteardown),
+        cmocka_unit_test_setup_teardown(test_restart_during_replay_and_overflow, s_rsetup,
+                                        s_rteardown),
+        cmocka_unit_test_setup_teardown(test_bad_replies, s_rsetup, s_rteardown),
         cmocka_unit_test_setup_teardown(test_malformed_input, s_setup, s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
