@@ -23,6 +23,7 @@
 #define FD_bool(S, n) IPL_FT_BOOL, offsetof(S, n), 0, NULL
 #define FD_str(S, n) IPL_FT_STR, offsetof(S, n), 0, NULL
 #define FD_u64s(S, n) IPL_FT_U64S, offsetof(S, n), offsetof(S, n##_len), NULL
+#define FD_opt_u64(S, n) IPL_FT_U64, offsetof(S, n), 0, NULL, true
 #define F_DESC(S, kind, n, doc) {#n, doc, FD_##kind(S, n)},
 #define A_DESC(S, elem, n, doc)                                                                    \
     {#n, doc, IPL_FT_STRUCTS, offsetof(S, n), offsetof(S, n##_len), &s_struct_##elem},
@@ -259,13 +260,14 @@ static int s_decode_field(ipl_mp_reader_t *r, const ipl_proto_field_t *f, void *
 }
 
 /* Decodes `present` array elements into the struct: the known fields, then skips any extra
- * trailing ones (added by a newer sender). Fewer elements than fields is an error. */
+ * trailing ones (added by a newer sender). Fewer elements than fields is an error, unless the
+ * missing ones are optional (added after the sender was built): those stay 0. */
 static int s_decode_fields(ipl_mp_reader_t *r, const ipl_proto_struct_t *sd, void *body,
                            uint32_t present, void **arena, int depth)
 {
-    if (present < sd->nfields) return IPL_E_TRUNCATED;
+    if (present < sd->nfields && !sd->fields[present].optional) return IPL_E_TRUNCATED;
     int rc;
-    for (size_t i = 0; i < sd->nfields; i++)
+    for (size_t i = 0; i < sd->nfields && i < present; i++)
         if ((rc = s_decode_field(r, &sd->fields[i], body, arena, depth))) return rc;
     for (uint32_t i = (uint32_t)sd->nfields; i < present; i++)
         if ((rc = ipl_mp_skip(r))) return rc;

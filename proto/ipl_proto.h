@@ -11,10 +11,11 @@
  *
  * with the fields in declaration order. A struct-array field is an array of arrays of the
  * element's fields. Evolution: a message may gain fields at the end within one version
- * (decoders ignore extra trailing fields); removing, reordering or retyping a field needs a
- * new version. Decoders reject, with an IPL_E_* code and without crashing or over-allocating:
- * truncated frames, wrong types, strings/arrays beyond the limits, unknown versions, unknown
- * types, missing fields and trailing bytes after the envelope.
+ * (decoders ignore extra trailing fields; a field so added is declared opt_u64, so that frames
+ * from senders that predate it still decode, with 0); removing, reordering or retyping a field
+ * needs a new version. Decoders reject, with an IPL_E_* code and without crashing or
+ * over-allocating: truncated frames, wrong types, strings/arrays beyond the limits, unknown
+ * versions, unknown types, missing fields and trailing bytes after the envelope.
  *
  * Sockets: DEALER→ROUTER requests carry just the message frame from the DEALER; the ROUTER
  * sees [identity, message] and answers [identity, message]. PUB frames carry just the message
@@ -53,6 +54,8 @@ enum {
 /* ---- the catalogue ------------------------------------------------------------------------
  * M(TYPE, id, name, from, to, pattern, doc)
  * F(ctx, kind, field, doc)  kind: u64 | f64 | bool | str | u64s (array of u64)
+ *                           | opt_u64: a u64 added to an existing message; senders that predate
+ *                             it omit it and decoders read 0. Only after every other field.
  * A(ctx, element, field, doc)  an array of struct `element` (declared in IPL_PROTO_STRUCTS)
  */
 #define IPL_PROTO_STRUCTS(S)                                                                       \
@@ -108,7 +111,18 @@ enum {
     M(ROUTE_REP, 8, route_rep, "decider", "gateway, inferplanectl", "ROUTER→DEALER",               \
       "The decision, with every candidate's figures.")                                             \
     M(RECORD, 9, record, "gateway", "exporter", "PUSH→PULL",                                       \
-      "One completed (or failed) client request, for metrics.")
+      "One completed (or failed) client request, for metrics.")                                    \
+    M(ROUTED, 10, routed, "decider", "other deciders", "PUB→SUB",                                  \
+      "What one decider replica routed, so that every replica accounts for it: the worker "        \
+      "counts it in flight until a load sample newer than ts_ms, and is assumed to hold the "      \
+      "prompt's blocks for the optimistic TTL, exactly like a local decision.")
+
+/* KV_EVENT, LOAD and SNAPSHOT_END from an aggregator carry its incarnation: a random number
+ * drawn when the aggregator process starts. A subscriber that sees it change knows the
+ * aggregator restarted (its seq may coincide with ours) and resyncs from a snapshot. */
+#define IPL_PROTO_INCARNATION_DOC                                                                  \
+    "aggregator process incarnation, random per start (0 from collectors, and from senders "       \
+    "older than this field); a change means the state stream restarted"
 
 #define IPL_PROTO_FIELDS_kv_event(F, A, X)                                                         \
     F(X, u64, seq, "aggregator state sequence (0 from a collector)")                               \
@@ -117,7 +131,8 @@ enum {
     F(X, u64, src_seq, "the worker's KV-event batch sequence number")                              \
     F(X, u64, op, "1 stored, 2 removed, 3 all cleared")                                            \
     F(X, u64s, hashes, "our chained block hashes, in chain order")                                 \
-    F(X, u64, block_size, "tokens per block")
+    F(X, u64, block_size, "tokens per block")                                                      \
+    F(X, opt_u64, incarnation, IPL_PROTO_INCARNATION_DOC)
 
 #define IPL_PROTO_FIELDS_load(F, A, X)                                                             \
     F(X, u64, seq, "aggregator state sequence (0 from a collector)")                               \
@@ -129,14 +144,16 @@ enum {
     F(X, u64, block_size, "from vllm:cache_config_info")                                           \
     F(X, u64, num_blocks, "num_gpu_blocks from vllm:cache_config_info")                            \
     F(X, u64, health, "0 unknown, 1 up, 2 down (scrape failing)")                                  \
-    F(X, u64, kv_state, "0 exact, 1 syncing, 2 degraded")
+    F(X, u64, kv_state, "0 exact, 1 syncing, 2 degraded")                                          \
+    F(X, opt_u64, incarnation, IPL_PROTO_INCARNATION_DOC)
 
 #define IPL_PROTO_FIELDS_snapshot_req(F, A, X) F(X, u64, flags, "reserved, 0")
 
 #define IPL_PROTO_FIELDS_snapshot_end(F, A, X)                                                     \
     F(X, u64, seq, "state sequence the snapshot reflects")                                         \
     F(X, u64, workers, "workers sent")                                                             \
-    F(X, u64, blocks, "block memberships sent")
+    F(X, u64, blocks, "block memberships sent")                                                    \
+    F(X, opt_u64, incarnation, IPL_PROTO_INCARNATION_DOC)
 
 #define IPL_PROTO_FIELDS_policy(F, A, X)                                                           \
     F(X, u64, version, "increases with every change")                                              \
@@ -188,8 +205,22 @@ enum {
     F(X, u64, completion_tokens, "completion tokens (usage)")                                      \
     F(X, f64, predicted_ttft_s, "decider's prediction, for calibration")
 
+#define IPL_PROTO_FIELDS_routed(F, A, X)                                                           \
+    F(X, str, decider, "id of the decider that routed (its --id)")                                 \
+    F(X, str, worker, "worker routed to")                                                          \
+    F(X, u64, ts_ms, "wall-clock time of the decision, ms since the epoch")                        \
+    F(X, u64, block_size, "tokens per block of the hashes")                                        \
+    F(X, u64, blocks, "the prompt's full blocks (may exceed the hashes sent)")                     \
+    F(X, u64s, hashes,                                                                             \
+      "the prompt's leading chained block hashes (the sender may cap them; "                       \
+      "none when the request's block size is not the worker's)")                                   \
+    F(X, u64, prompt_tokens, "prompt tokens")                                                      \
+    F(X, u64, uncached_tokens, "prompt tokens the worker must prefill (not cached there)")         \
+    F(X, u64, seq, "the sending decider's ROUTED sequence number (1, 2, ...; gaps = lost)")
+
 /* ---- derived C types ----------------------------------------------------------------------- */
 #define IPL_PROTO_DECL_u64(n) uint64_t n;
+#define IPL_PROTO_DECL_opt_u64(n) uint64_t n;
 #define IPL_PROTO_DECL_f64(n) double n;
 #define IPL_PROTO_DECL_bool(n) bool n;
 #define IPL_PROTO_DECL_str(n) char *n; /* NULL encodes as nil */
@@ -237,6 +268,7 @@ typedef struct {
     size_t offset;
     size_t len_offset; /* U64S / STRUCTS: offset of the uint32_t count */
     const ipl_proto_struct_t *elem; /* STRUCTS */
+    bool optional; /* may be absent at the end of a frame from an older sender (reads 0) */
 } ipl_proto_field_t;
 
 struct ipl_proto_struct {

@@ -199,15 +199,25 @@ static void test_trailing_bytes_are_rejected(void **state)
 }
 
 /* Hand-packs a message of zero values with field `bad` (SIZE_MAX: none) replaced by a value of another type. */
+static void s_encode_first_fields(const ipl_proto_msg_desc_t *d, const void *body, size_t bad,
+                                  size_t count, msgpack_sbuffer *buf);
+
 static void s_encode_with_wrong_field(const ipl_proto_msg_desc_t *d, const void *body, size_t bad,
                                       msgpack_sbuffer *buf)
 {
+    s_encode_first_fields(d, body, bad, d->body->nfields, buf);
+}
+
+/* The same with only the first `count` fields (a sender that predates the others). */
+static void s_encode_first_fields(const ipl_proto_msg_desc_t *d, const void *body, size_t bad,
+                                  size_t count, msgpack_sbuffer *buf)
+{
     msgpack_packer pk;
     msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
-    msgpack_pack_array(&pk, 2 + d->body->nfields);
+    msgpack_pack_array(&pk, 2 + count);
     msgpack_pack_uint64(&pk, IPL_PROTO_VERSION);
     msgpack_pack_uint64(&pk, d->type);
-    for (size_t i = 0; i < d->body->nfields; i++) {
+    for (size_t i = 0; i < count; i++) {
         const ipl_proto_field_t *f = &d->body->fields[i];
         if (i == bad) {
             msgpack_pack_map(&pk, 0); /* a map is never valid for any field type */
@@ -407,6 +417,38 @@ static void test_large_message_spans_arena_blocks(void **state)
     free(hashes);
 }
 
+/* Fields added to a message later (opt_u64) come after every other field, and a frame from a
+ * sender that predates them decodes with 0 there; one field fewer still is truncated. */
+static void test_optional_fields_may_be_absent(void **state)
+{
+    (void)state;
+    size_t n, with_optional = 0;
+    const ipl_proto_msg_desc_t *msgs = ipl_proto_messages(&n);
+    for (size_t i = 0; i < n; i++) {
+        const ipl_proto_struct_t *sd = msgs[i].body;
+        size_t required = sd->nfields;
+        while (required > 0 && sd->fields[required - 1].optional) required--;
+        for (size_t k = 0; k < required; k++) assert_false(sd->fields[k].optional);
+        if (required == sd->nfields) continue;
+        with_optional++;
+        ipl_msg_t zero, out;
+        memset(&zero, 0, sizeof zero);
+        msgpack_sbuffer buf;
+        msgpack_sbuffer_init(&buf);
+        s_encode_first_fields(&msgs[i], &zero.u, SIZE_MAX, required, &buf);
+        assert_int_equal(ipl_msg_decode(buf.data, buf.size, &out), IPL_OK);
+        assert_int_equal(out.type, msgs[i].type);
+        for (size_t k = required; k < sd->nfields; k++)
+            assert_true(*AT(&out.u, sd->fields[k].offset, uint64_t) == 0);
+        ipl_msg_clear(&out);
+        msgpack_sbuffer_clear(&buf);
+        s_encode_first_fields(&msgs[i], &zero.u, SIZE_MAX, required - 1, &buf);
+        assert_int_equal(ipl_msg_decode(buf.data, buf.size, &out), IPL_E_TRUNCATED);
+        msgpack_sbuffer_destroy(&buf);
+    }
+    assert_true(with_optional >= 3); /* KV_EVENT, LOAD, SNAPSHOT_END: incarnation */
+}
+
 static void test_catalogue_is_consistent(void **state)
 {
     (void)state;
@@ -435,6 +477,7 @@ int main(void)
         cmocka_unit_test(test_wrong_types_are_rejected),
         cmocka_unit_test(test_unknown_version_and_type),
         cmocka_unit_test(test_extra_trailing_fields_are_ignored),
+        cmocka_unit_test(test_optional_fields_may_be_absent),
         cmocka_unit_test(test_oversized_values_are_rejected),
         cmocka_unit_test(test_route_reply_with_candidates),
         cmocka_unit_test(test_large_message_spans_arena_blocks),

@@ -1,19 +1,38 @@
 /*
- * decider_ledger — in-flight rings and generations of optimistic blocks (see the header).
+ * decider_ledger — in-flight rings, generations of optimistic blocks, and the inbox of peer
+ * routings (see the header).
+ *
+ * One process-wide mutex, s_lock, guards the registry of live ledgers and every ledger's
+ * inbox (a FIFO list); everything else belongs to the ledger's owner thread. The owner only
+ * takes s_lock when `pending` says the inbox is not empty, and then just long enough to take
+ * the whole list.
  */
 #include "decider_ledger.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ipl_error.h"
 #include "ipl_index.h"
 
 typedef struct {
-    uint64_t at[DECIDER_LEDGER_RING]; // wall ms of routings, oldest overwritten
-    uint32_t next;                    // slot of the next routing
-    uint32_t count;                   // valid slots (<= RING)
+    uint64_t at[DECIDER_LEDGER_RING];     // wall ms of routings, in time order; oldest overwritten
+    uint32_t tokens[DECIDER_LEDGER_RING]; // their uncached tokens (saturated)
+    uint32_t next;                        // slot of the next routing
+    uint32_t count;                       // valid slots (<= RING)
 } s_ring_t;
+
+// One queued peer routing, in one allocation: the hashes, then the worker name.
+typedef struct s_peer {
+    struct s_peer *next;
+    uint64_t wall_ms, mono_ms, tokens;
+    size_t nhashes;
+    char *worker;
+    uint64_t hashes[];
+} s_peer_t;
 
 struct decider_ledger {
     uint64_t ttl_ms;
@@ -21,14 +40,26 @@ struct decider_ledger {
     uint64_t rotated_ms;                          // monotonic time of the last rotation
     bool started;                                 // rotated_ms is set
     s_ring_t ring[IPL_INDEX_MAX_WORKERS];
-    uint32_t scratch[IPL_INDEX_MAX_WORKERS]; // decider_ledger_match's per-generation result
+    uint32_t scratch[IPL_INDEX_MAX_WORKERS]; // s_match's per-generation result
+    uint32_t held[IPL_INDEX_MAX_WORKERS];    // s_assume's prefix per worker
+
+    // under s_lock
+    decider_ledger_t *next_alive;
+    s_peer_t *inbox_head, *inbox_tail;
+    size_t inbox_count, inbox_hashes;
+    decider_ledger_peer_stats_t peer_stats; // .pending unused (inbox_count)
+    atomic_bool pending;                    // inbox not empty (read without the lock)
 };
+
+static pthread_mutex_t s_lock = PTHREAD_MUTEX_INITIALIZER;
+static decider_ledger_t *s_alive; // every ledger of the process, under s_lock
 
 decider_ledger_t *decider_ledger_new(uint64_t ttl_ms)
 {
     decider_ledger_t *self = calloc(1, sizeof *self);
     if (!self) return NULL;
     self->ttl_ms = ttl_ms;
+    atomic_init(&self->pending, false);
     for (int g = 0; g < DECIDER_LEDGER_GENERATIONS; g++) {
         self->gen[g] = ipl_index_new();
         if (!self->gen[g]) {
@@ -36,19 +67,44 @@ decider_ledger_t *decider_ledger_new(uint64_t ttl_ms)
             return NULL;
         }
     }
+    pthread_mutex_lock(&s_lock);
+    self->next_alive = s_alive;
+    s_alive = self;
+    pthread_mutex_unlock(&s_lock);
     return self;
+}
+
+static void s_free_peers(s_peer_t *p)
+{
+    while (p) {
+        s_peer_t *next = p->next;
+        free(p);
+        p = next;
+    }
 }
 
 void decider_ledger_destroy(decider_ledger_t **self_p)
 {
     if (!self_p || !*self_p) return;
+    decider_ledger_t *self = *self_p;
+    pthread_mutex_lock(&s_lock);
+    for (decider_ledger_t **pp = &s_alive; *pp; pp = &(*pp)->next_alive)
+        if (*pp == self) {
+            *pp = self->next_alive;
+            break;
+        }
+    s_peer_t *inbox = self->inbox_head;
+    self->inbox_head = self->inbox_tail = NULL;
+    pthread_mutex_unlock(&s_lock);
+    s_free_peers(inbox);
     for (int g = 0; g < DECIDER_LEDGER_GENERATIONS; g++)
-        ipl_index_destroy(&(*self_p)->gen[g]);
-    free(*self_p);
+        ipl_index_destroy(&self->gen[g]);
+    free(self);
     *self_p = NULL;
 }
 
-int decider_ledger_worker(decider_ledger_t *self, const char *name)
+// The ledger id of `name`, without applying the inbox.
+static int s_worker(decider_ledger_t *self, const char *name)
 {
     int id = -1;
     // Every generation names the same workers in the same order, so ids agree.
@@ -57,7 +113,14 @@ int decider_ledger_worker(decider_ledger_t *self, const char *name)
     return id;
 }
 
-// Drops the oldest generation(s) when TTL/2 has passed, keeping worker ids.
+int decider_ledger_worker(decider_ledger_t *self, const char *name)
+{
+    decider_ledger_apply_peers(self);
+    return s_worker(self, name);
+}
+
+// Drops the oldest generation(s) when TTL/2 has passed, keeping worker ids. A time before
+// the last rotation (a clock read just before another thread's decision) changes nothing.
 static void s_rotate(decider_ledger_t *self, uint64_t mono_ms)
 {
     uint64_t period = self->ttl_ms / 2 ? self->ttl_ms / 2 : 1;
@@ -66,6 +129,7 @@ static void s_rotate(decider_ledger_t *self, uint64_t mono_ms)
         self->rotated_ms = mono_ms;
         return;
     }
+    if (mono_ms < self->rotated_ms) return;
     // One rotation per elapsed period; after a long idle time, at most one per generation
     // (which drops them all).
     for (int k = 0; k < DECIDER_LEDGER_GENERATIONS && mono_ms - self->rotated_ms >= period; k++) {
@@ -82,8 +146,9 @@ static void s_rotate(decider_ledger_t *self, uint64_t mono_ms)
     if (mono_ms - self->rotated_ms >= period) self->rotated_ms = mono_ms;
 }
 
-size_t decider_ledger_match(decider_ledger_t *self, const uint64_t *hashes, size_t n,
-                            uint32_t *prefix, size_t max, uint64_t mono_ms)
+// decider_ledger_match without applying the inbox first.
+static size_t s_match(decider_ledger_t *self, const uint64_t *hashes, size_t n, uint32_t *prefix,
+                      size_t max, uint64_t mono_ms)
 {
     int nworkers = ipl_index_nworkers(self->gen[0]);
     size_t m = (size_t)nworkers < max ? (size_t)nworkers : max;
@@ -118,25 +183,65 @@ size_t decider_ledger_match(decider_ledger_t *self, const uint64_t *hashes, size
     return best;
 }
 
+size_t decider_ledger_match(decider_ledger_t *self, const uint64_t *hashes, size_t n,
+                            uint32_t *prefix, size_t max, uint64_t mono_ms)
+{
+    decider_ledger_apply_peers(self);
+    return s_match(self, hashes, n, prefix, max, mono_ms);
+}
+
+// Records a routing in `worker`'s ring, keeping the ring in time order (a peer's routing may
+// arrive after later local ones). One older than everything a full ring keeps is dropped.
+static void s_ring_add(s_ring_t *r, uint64_t wall_ms, uint64_t tokens)
+{
+    if (r->count == DECIDER_LEDGER_RING && wall_ms < r->at[r->next]) return;
+    uint32_t pos = r->next;
+    r->next = (r->next + 1) % DECIDER_LEDGER_RING;
+    if (r->count < DECIDER_LEDGER_RING) r->count++;
+    for (uint32_t i = 1; i < r->count; i++) {
+        uint32_t prev = (pos + DECIDER_LEDGER_RING - 1) % DECIDER_LEDGER_RING;
+        if (r->at[prev] <= wall_ms) break;
+        r->at[pos] = r->at[prev];
+        r->tokens[pos] = r->tokens[prev];
+        pos = prev;
+    }
+    r->at[pos] = wall_ms;
+    r->tokens[pos] = tokens > UINT32_MAX ? UINT32_MAX : (uint32_t)tokens;
+}
+
+// Assumes `worker` holds the blocks (those not already assumed: an assumption is never
+// extended, see the header), in the generation that was the newest at `mono_ms`.
+static void s_assume(decider_ledger_t *self, int worker, const uint64_t *hashes, size_t n,
+                     uint64_t mono_ms)
+{
+    if (!self->ttl_ms || n == 0) return;
+    s_match(self, hashes, n, self->held, IPL_INDEX_MAX_WORKERS, mono_ms);
+    uint64_t period = self->ttl_ms / 2 ? self->ttl_ms / 2 : 1;
+    uint64_t g = mono_ms >= self->rotated_ms ? 0 : 1 + (self->rotated_ms - 1 - mono_ms) / period;
+    if (g >= DECIDER_LEDGER_GENERATIONS) return; // already expired
+    size_t have = self->held[worker];
+    if (have < n) ipl_index_add(self->gen[g], worker, hashes + have, n - have);
+}
+
+void decider_ledger_record(decider_ledger_t *self, int worker, const uint64_t *hashes, size_t n,
+                           uint64_t uncached_tokens, uint64_t wall_ms, uint64_t mono_ms)
+{
+    if (worker < 0 || worker >= IPL_INDEX_MAX_WORKERS) return;
+    s_ring_add(&self->ring[worker], wall_ms, uncached_tokens);
+    s_assume(self, worker, hashes, n, mono_ms);
+}
+
 void decider_ledger_routed(decider_ledger_t *self, int worker, const uint64_t *hashes, size_t n,
                            uint64_t wall_ms, uint64_t mono_ms)
 {
-    if (worker < 0 || worker >= IPL_INDEX_MAX_WORKERS) return;
-    s_ring_t *r = &self->ring[worker];
-    r->at[r->next] = wall_ms;
-    r->next = (r->next + 1) % DECIDER_LEDGER_RING;
-    if (r->count < DECIDER_LEDGER_RING) r->count++;
-    if (!self->ttl_ms || n == 0) return;
-    // Only blocks not already assumed: an assumption is never extended (see the header).
-    uint32_t held[IPL_INDEX_MAX_WORKERS];
-    decider_ledger_match(self, hashes, n, held, IPL_INDEX_MAX_WORKERS, mono_ms);
-    size_t have = held[worker];
-    if (have < n) ipl_index_add(self->gen[0], worker, hashes + have, n - have);
+    decider_ledger_record(self, worker, hashes, n, 0, wall_ms, mono_ms);
 }
 
-uint32_t decider_ledger_inflight(const decider_ledger_t *self, int worker, uint64_t since_wall_ms,
-                                 uint64_t wall_ms)
+// Newest first over the routings after max(since, horizon); *tokens (if set) gets their sum.
+static uint32_t s_inflight(const decider_ledger_t *self, int worker, uint64_t since_wall_ms,
+                           uint64_t wall_ms, uint64_t *tokens)
 {
+    if (tokens) *tokens = 0;
     if (worker < 0 || worker >= IPL_INDEX_MAX_WORKERS) return 0;
     const s_ring_t *r = &self->ring[worker];
     uint64_t horizon = wall_ms > DECIDER_LEDGER_INFLIGHT_HORIZON_MS
@@ -144,13 +249,28 @@ uint32_t decider_ledger_inflight(const decider_ledger_t *self, int worker, uint6
                            : 0;
     uint64_t after = since_wall_ms > horizon ? since_wall_ms : horizon;
     uint32_t n = 0;
-    // Newest first; routings are recorded in time order, so stop at the first old one.
+    // The ring is in time order, so stop at the first old one.
     for (uint32_t i = 0; i < r->count; i++) {
         uint32_t slot = (r->next + DECIDER_LEDGER_RING - 1 - i) % DECIDER_LEDGER_RING;
         if (r->at[slot] <= after) break;
+        if (tokens) *tokens += r->tokens[slot];
         n++;
     }
     return n;
+}
+
+uint32_t decider_ledger_inflight(const decider_ledger_t *self, int worker, uint64_t since_wall_ms,
+                                 uint64_t wall_ms)
+{
+    return s_inflight(self, worker, since_wall_ms, wall_ms, NULL);
+}
+
+uint64_t decider_ledger_inflight_tokens(const decider_ledger_t *self, int worker,
+                                        uint64_t since_wall_ms, uint64_t wall_ms)
+{
+    uint64_t tokens;
+    s_inflight(self, worker, since_wall_ms, wall_ms, &tokens);
+    return tokens;
 }
 
 size_t decider_ledger_memberships(const decider_ledger_t *self)
@@ -159,4 +279,110 @@ size_t decider_ledger_memberships(const decider_ledger_t *self)
     for (int g = 0; g < DECIDER_LEDGER_GENERATIONS; g++)
         n += ipl_index_memberships(self->gen[g]);
     return n;
+}
+
+// ---- peers ------------------------------------------------------------------------------------
+
+static s_peer_t *s_peer_new(const decider_ledger_peer_t *r, uint64_t wall_ms, uint64_t mono_ms)
+{
+    size_t n = r->hashes ? r->nhashes : 0;
+    if (n > DECIDER_LEDGER_INBOX_MAX_HASHES) n = DECIDER_LEDGER_INBOX_MAX_HASHES;
+    size_t name_len = strlen(r->worker);
+    s_peer_t *p = malloc(sizeof *p + n * sizeof *p->hashes + name_len + 1);
+    if (!p) return NULL;
+    p->next = NULL;
+    p->wall_ms = r->wall_ms < wall_ms ? r->wall_ms : wall_ms;
+    p->mono_ms = mono_ms;
+    p->tokens = r->uncached_tokens;
+    p->nhashes = n;
+    if (n) memcpy(p->hashes, r->hashes, n * sizeof *p->hashes);
+    p->worker = (char *)(p->hashes + n);
+    memcpy(p->worker, r->worker, name_len + 1);
+    return p;
+}
+
+// Appends under s_lock, dropping the oldest routings beyond the inbox's bounds.
+static void s_enqueue(decider_ledger_t *self, s_peer_t *p)
+{
+    if (self->inbox_tail)
+        self->inbox_tail->next = p;
+    else
+        self->inbox_head = p;
+    self->inbox_tail = p;
+    self->inbox_count++;
+    self->inbox_hashes += p->nhashes;
+    self->peer_stats.posted++;
+    while (self->inbox_count > DECIDER_LEDGER_INBOX_MAX ||
+           self->inbox_hashes > DECIDER_LEDGER_INBOX_MAX_HASHES) {
+        s_peer_t *old = self->inbox_head;
+        self->inbox_head = old->next;
+        if (!self->inbox_head) self->inbox_tail = NULL;
+        self->inbox_count--;
+        self->inbox_hashes -= old->nhashes;
+        self->peer_stats.dropped++;
+        free(old);
+    }
+    atomic_store_explicit(&self->pending, self->inbox_head != NULL, memory_order_release);
+}
+
+int decider_ledger_post(decider_ledger_t *self, const decider_ledger_peer_t *routing,
+                        uint64_t wall_ms, uint64_t mono_ms)
+{
+    if (!routing->worker || !*routing->worker) return IPL_E_INVAL;
+    s_peer_t *p = s_peer_new(routing, wall_ms, mono_ms);
+    if (!p) return IPL_E_NOMEM;
+    pthread_mutex_lock(&s_lock);
+    s_enqueue(self, p);
+    pthread_mutex_unlock(&s_lock);
+    return IPL_OK;
+}
+
+size_t decider_ledger_post_all(const decider_ledger_peer_t *routing, uint64_t wall_ms,
+                               uint64_t mono_ms)
+{
+    if (!routing->worker || !*routing->worker) return 0;
+    size_t n = 0;
+    pthread_mutex_lock(&s_lock);
+    for (decider_ledger_t *l = s_alive; l; l = l->next_alive) {
+        s_peer_t *p = s_peer_new(routing, wall_ms, mono_ms);
+        if (!p) break;
+        s_enqueue(l, p);
+        n++;
+    }
+    pthread_mutex_unlock(&s_lock);
+    return n;
+}
+
+void decider_ledger_apply_peers(decider_ledger_t *self)
+{
+    if (!atomic_load_explicit(&self->pending, memory_order_acquire)) return;
+    pthread_mutex_lock(&s_lock);
+    s_peer_t *list = self->inbox_head;
+    self->inbox_head = self->inbox_tail = NULL;
+    self->inbox_count = self->inbox_hashes = 0;
+    atomic_store_explicit(&self->pending, false, memory_order_release);
+    pthread_mutex_unlock(&s_lock);
+    uint64_t applied = 0, dropped = 0;
+    for (s_peer_t *p = list; p; p = p->next) {
+        int id = s_worker(self, p->worker);
+        if (id < 0) {
+            dropped++;
+            continue;
+        }
+        decider_ledger_record(self, id, p->hashes, p->nhashes, p->tokens, p->wall_ms, p->mono_ms);
+        applied++;
+    }
+    s_free_peers(list);
+    pthread_mutex_lock(&s_lock);
+    self->peer_stats.applied += applied;
+    self->peer_stats.dropped += dropped;
+    pthread_mutex_unlock(&s_lock);
+}
+
+void decider_ledger_peer_stats(decider_ledger_t *self, decider_ledger_peer_stats_t *out)
+{
+    pthread_mutex_lock(&s_lock);
+    *out = self->peer_stats;
+    out->pending = self->inbox_count;
+    pthread_mutex_unlock(&s_lock);
 }

@@ -19,7 +19,21 @@
  *     gen[2] oldest ──► dropped every TTL/2
  *
  * Worker ids are the ledger's own (decider_ledger_worker), stable for its lifetime.
- * Not thread-safe (the router calls it under its mutex).
+ *
+ * Peers: what the other decider replicas routed (ROUTED messages) counts exactly like a local
+ * routing — in flight until a load sample newer than it, optimistic blocks for the same TTL —
+ * so two replicas never both think a worker is idle. Peer routings arrive on another thread
+ * than the decisions: they are posted to an inbox (thread-safe) and applied, at their own
+ * times, by the next decider_ledger_worker or decider_ledger_match on the owner's thread.
+ *
+ *   peer SUB (loop thread) ──decider_ledger_post_all──► inbox of every ledger of the process
+ *   decision (router, under its mutex) ──decider_ledger_worker / _match──► inbox applied first
+ *
+ * decider_ledger_post_all reaches every ledger alive in the process (a decider has one: its
+ * router's), so that the process's sockets feed the router's private ledger.
+ *
+ * Not thread-safe, except the functions marked "any thread" (the router calls the others
+ * under its mutex).
  */
 #ifndef DECIDER_LEDGER_H
 #define DECIDER_LEDGER_H
@@ -56,5 +70,57 @@ size_t decider_ledger_match(decider_ledger_t *self, const uint64_t *hashes, size
 
 /* Optimistic block memberships currently held (all generations). */
 size_t decider_ledger_memberships(const decider_ledger_t *self);
+
+/* ---- in-flight tokens -------------------------------------------------------------------- */
+
+/* decider_ledger_routed that also remembers the prompt tokens the worker must prefill (not
+ * cached there), for decider_ledger_inflight_tokens. decider_ledger_routed records 0. */
+void decider_ledger_record(decider_ledger_t *self, int worker, const uint64_t *hashes, size_t n,
+                           uint64_t uncached_tokens, uint64_t wall_ms, uint64_t mono_ms);
+
+/* The uncached tokens of the routings decider_ledger_inflight counts. */
+uint64_t decider_ledger_inflight_tokens(const decider_ledger_t *self, int worker,
+                                        uint64_t since_wall_ms, uint64_t wall_ms);
+
+/* ---- peers ------------------------------------------------------------------------------- */
+
+#define DECIDER_LEDGER_INBOX_MAX        65536      /* peer routings queued per ledger */
+#define DECIDER_LEDGER_INBOX_MAX_HASHES (1u << 21) /* block hashes queued per ledger */
+
+/* One routing made by another decider replica. Borrowed by the calls below (copied). */
+typedef struct {
+    const char *worker;
+    const uint64_t *hashes; /* the prompt's leading block hashes (may be fewer than all) */
+    size_t nhashes;
+    uint64_t uncached_tokens;
+    uint64_t wall_ms; /* when the peer routed it (its wall clock) */
+} decider_ledger_peer_t;
+
+/* Any thread: queues a peer routing for this ledger. `wall_ms` and `mono_ms` are this
+ * process's clocks now: the routing's time is clamped to wall_ms (a peer clock ahead of ours
+ * must not keep it in flight longer), and its optimistic blocks age from mono_ms. When the
+ * inbox is full the oldest queued routings are dropped (counted). Returns 0, IPL_E_INVAL (no
+ * worker name) or IPL_E_NOMEM. */
+int decider_ledger_post(decider_ledger_t *self, const decider_ledger_peer_t *routing,
+                        uint64_t wall_ms, uint64_t mono_ms);
+
+/* Any thread: decider_ledger_post to every ledger alive in the process. Returns how many
+ * ledgers queued it. */
+size_t decider_ledger_post_all(const decider_ledger_peer_t *routing, uint64_t wall_ms,
+                               uint64_t mono_ms);
+
+/* Owner thread: applies the queued peer routings now (decider_ledger_worker and
+ * decider_ledger_match do it first anyway). */
+void decider_ledger_apply_peers(decider_ledger_t *self);
+
+typedef struct {
+    uint64_t posted;  /* peer routings queued */
+    uint64_t applied; /* applied to the ledger */
+    uint64_t dropped; /* dropped from a full inbox, or beyond IPL_INDEX_MAX_WORKERS workers */
+    uint64_t pending; /* queued now */
+} decider_ledger_peer_stats_t;
+
+/* Any thread. */
+void decider_ledger_peer_stats(decider_ledger_t *self, decider_ledger_peer_stats_t *out);
 
 #endif

@@ -1,18 +1,26 @@
 /*
  * decider_server — see the header's diagram. The loop thread owns listen/sub/dealer; the
  * snapshot DEALER is recreated for every snapshot request, so replies to an abandoned
- * request can never mix into the next snapshot.
+ * request can never mix into the next snapshot, and the state SUB is recreated whenever
+ * another aggregator (or the same one, after silence) is followed, so nothing queued from
+ * the old one mixes into the new stream.
+ *
+ * Snapshot requests wait until the SUB is connected (plus S_SETTLE_MS for its subscription
+ * to reach the aggregator): subscribe first, then request (decider_sync.h).
  */
 #include "decider_server.h"
 
 #include <cjson/cJSON.h>
 #include <czmq.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "decider_http.h"
+#include "decider_peers.h"
 #include "decider_sync.h"
 #include "ipl_clock.h"
 #include "ipl_error.h"
@@ -21,10 +29,10 @@
 #include "ipl_signal.h"
 #include "ipl_tokenizer.h"
 
-#define S_TICK_MS                 100
-#define S_FIRST_SNAPSHOT_DELAY_MS 100 // let the SUB's subscription reach the aggregator first
-#define S_MAX_ROUTE_FRAME         (16u << 20)
-#define S_MAX_STATE_FRAME         IPL_PROTO_MAX_FRAME
+#define S_TICK_MS         100
+#define S_SETTLE_MS       100 // after the SUB connects, for its subscription to arrive
+#define S_MAX_ROUTE_FRAME (16u << 20)
+#define S_MAX_STATE_FRAME IPL_PROTO_MAX_FRAME
 
 static const char *const s_reasons[] = {"cache_hit",   "least_loaded", "load_gate", "load_only",
                                         "random",      "no_pool",      "no_worker", "not_ready",
@@ -32,14 +40,24 @@ static const char *const s_reasons[] = {"cache_hit",   "least_loaded", "load_gat
 #define S_NREASONS (sizeof s_reasons / sizeof s_reasons[0])
 
 struct decider_server {
-    decider_server_config_t config; // endpoint strings borrowed from main
+    decider_server_config_t config; // strings borrowed from main
+    char *subs[DECIDER_SERVER_MAX_AGGREGATORS], *snaps[DECIDER_SERVER_MAX_AGGREGATORS];
+    size_t nsources;
+    char *peer_eps[DECIDER_SERVER_MAX_PEERS];
+    size_t npeers;
+    char id[128];
     zsock_t *listen, *sub, *dealer;
-    zsock_t *sub_monitor; // PAIR receiving the SUB's connect events
+    zsock_t *sub_monitor;    // PAIR receiving the SUB's connect events
+    unsigned sub_generation; // names the monitor endpoint of each SUB
+    bool sub_connected;      // the SUB is connected now
+    bool sub_ever_connected; // a connect after this one is a reconnect
+    uint64_t follow_ms;      // monotonic time the SUB was created
+    uint64_t connected_ms;   // monotonic time it last connected
     ipl_policy_view_t *policy;
     decider_sync_t *sync;
     decider_router_t *router;
+    decider_peers_t *peers;
     ipl_tokenizer_t *tok;
-    uint64_t start_ms;
     decider_decision_t decision; // the loop thread's, reused
     ipl_candidate_t *wire;       // ROUTE_REP candidates, reused
     uint32_t wire_cap;
@@ -48,6 +66,7 @@ struct decider_server {
     ipl_metric_t *m_decisions[S_NREASONS + 1]; // + "other"
     ipl_metric_t *m_latency;
     ipl_metric_t *m_resyncs[DECIDER_RESYNC_NREASONS];
+    pthread_mutex_t collect_lock; // counters mirrored from stats at render time
 };
 
 // ---- metrics ----------------------------------------------------------------------------------
@@ -72,19 +91,21 @@ static void s_count_decision(decider_server_t *self, const char *reason, double 
     if (seconds >= 0) ipl_metric_observe(self->m_latency, seconds);
 }
 
-static void s_count_resync(decider_server_t *self, int rc)
-{
-    if (rc != DECIDER_SYNC_RESYNC) return;
-    decider_sync_stats_t st;
-    decider_sync_stats(self->sync, &st);
-    decider_resync_reason_t r = decider_sync_last_reason(self->sync);
-    if (st.synced && r != DECIDER_RESYNC_START) ipl_metric_inc(self->m_resyncs[r]);
-}
-
+// Age of the newest state the replica applied: its lag behind the aggregator.
 static uint64_t s_age_ms(const decider_sync_stats_t *st)
 {
     uint64_t now = ipl_mono_ms();
-    return st->last_delta_ms && now > st->last_delta_ms ? now - st->last_delta_ms : 0;
+    return st->last_applied_ms && now > st->last_applied_ms ? now - st->last_applied_ms : 0;
+}
+
+// A counter that mirrors a monotonic count kept elsewhere (decider_sync's resyncs, the
+// peers' messages), raised to it at render time.
+static void s_mirror(decider_server_t *self, ipl_metric_t *counter, uint64_t value)
+{
+    pthread_mutex_lock(&self->collect_lock);
+    double have = ipl_metric_value(counter);
+    if ((double)value > have) ipl_metric_add(counter, (double)value - have);
+    pthread_mutex_unlock(&self->collect_lock);
 }
 
 static void s_collect(void *arg, ipl_metrics_t *m)
@@ -96,8 +117,30 @@ static void s_collect(void *arg, ipl_metrics_t *m)
                                      "State sequence number of the replica.", NULL),
                    (double)st.seq);
     ipl_metric_set(ipl_metrics_gauge(m, "inferplane_decider_state_lag_seconds",
-                                     "Time since the last message from the aggregator.", NULL),
+                                     "Age of the newest state the replica applied (a delta, a "
+                                     "heartbeat or a snapshot).",
+                                     NULL),
                    st.synced ? (double)s_age_ms(&st) / 1000.0 : 0);
+    for (int r = 1; r < DECIDER_RESYNC_NREASONS; r++)
+        s_mirror(self, self->m_resyncs[r], st.resyncs[r]);
+    ipl_metric_set(ipl_metrics_gauge(m, "inferplane_decider_state_source",
+                                     "Position in --state-sub of the aggregator followed.", NULL),
+                   (double)st.source);
+    decider_peers_stats_t ps;
+    decider_peers_stats(self->peers, &ps);
+    static const char *const dirs[] = {"sent", "send_failed", "received", "own", "lost"};
+    const uint64_t counts[] = {ps.sent, ps.send_failed, ps.received, ps.own, ps.lost};
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        char labels[48];
+        snprintf(labels, sizeof labels, "event=\"%s\"", dirs[i]);
+        s_mirror(self,
+                 ipl_metrics_counter(m, "inferplane_decider_peer_routed_total",
+                                     "ROUTED messages between decider replicas: sent, not sent "
+                                     "(send_failed), received from peers, own (ignored), lost "
+                                     "(gaps in a peer's sequence).",
+                                     labels),
+                 counts[i]);
+    }
     ipl_metric_set(ipl_metrics_gauge(m, "inferplane_decider_state_synced",
                                      "1 once a state snapshot was applied.", NULL),
                    st.synced);
@@ -170,6 +213,19 @@ static void s_metrics_init(decider_server_t *self)
 
 // ---- deciding ---------------------------------------------------------------------------------
 
+/* Tells the other replicas (ROUTED) what was just routed, as the router recorded it: the
+ * hashes only when they were computed with the worker's block size. */
+static void s_publish_routed(decider_server_t *self, const decider_request_t *req,
+                             const decider_decision_t *d)
+{
+    uint64_t bs = d->worker->block_size;
+    bool sizes_match = !req->block_size || req->block_size == bs;
+    uint64_t prompt = req->prompt_tokens ? req->prompt_tokens : (uint64_t)req->nhashes * bs;
+    uint64_t uncached = prompt > d->cached_tokens ? prompt - d->cached_tokens : 0;
+    decider_peers_publish(self->peers, d->worker->name, sizes_match ? req->hashes : NULL,
+                          sizes_match ? req->nhashes : 0, bs, prompt, uncached, ipl_wall_ms());
+}
+
 /* Decides with the newest policy and the replica; the caller keeps *snap_p referenced while it
  * uses the decision and releases it. Thread-safe. */
 static int s_decide(decider_server_t *self, ipl_policy_snap_t *snap, const decider_request_t *req,
@@ -183,6 +239,7 @@ static int s_decide(decider_server_t *self, ipl_policy_snap_t *snap, const decid
                                   decider_sync_state(self->sync), s_age_ms(&st), req, d);
     decider_sync_unlock(self->sync);
     s_count_decision(self, d->reason, (double)(ipl_mono_ns() - t0) / 1e9);
+    if (rc == IPL_ROUTE_OK && d->worker) s_publish_routed(self, req, d);
     return rc;
 }
 
@@ -316,15 +373,15 @@ static int s_recv_state(decider_server_t *self, zsock_t *sock, const char *name,
 
 static void s_request_snapshot(decider_server_t *self)
 {
+    const char *endpoint = self->snaps[decider_sync_source(self->sync)];
     zsock_destroy(&self->dealer);
     self->dealer = zsock_new(ZMQ_DEALER);
     if (!self->dealer) return;
     zsock_set_linger(self->dealer, 0);
     zsock_set_maxmsgsize(self->dealer, S_MAX_STATE_FRAME);
     zsock_set_rcvhwm(self->dealer, 0); // a snapshot is as long as the state: never drop a part
-    if (zsock_connect(self->dealer, "%s", self->config.state_snapshot) != 0) {
-        IPL_LOG_EVERY(10, IPL_LOG_ERROR, "snapshot_connect_failed", "endpoint=%s",
-                      self->config.state_snapshot);
+    if (zsock_connect(self->dealer, "%s", endpoint) != 0) {
+        IPL_LOG_EVERY(10, IPL_LOG_ERROR, "snapshot_connect_failed", "endpoint=%s", endpoint);
         return;
     }
     ipl_snapshot_req_t req = {.flags = 0};
@@ -334,16 +391,94 @@ static void s_request_snapshot(decider_server_t *self)
         return;
     }
     decider_sync_requested(self->sync, ipl_mono_ms());
-    IPL_DEBUG("snapshot_requested", "endpoint=%s reason=%s", self->config.state_snapshot,
+    IPL_DEBUG("snapshot_requested", "endpoint=%s reason=%s", endpoint,
               decider_sync_reason_name(decider_sync_last_reason(self->sync)));
 }
 
-/* The SUB (re)connected to an aggregator: whatever was published while it was away is lost,
- * and the publisher may be a new aggregator whose seq happens to continue ours. Resync. */
+static void s_on_sync(decider_server_t *self, int rc);
+
+/* (Re)creates the state SUB, connected to the aggregator decider_sync follows. 0 or -1. */
+static int s_follow(decider_server_t *self)
+{
+    size_t source = decider_sync_source(self->sync);
+    if (self->sub && self->sub_monitor) zmq_socket_monitor(zsock_resolve(self->sub), NULL, 0);
+    zsock_destroy(&self->sub_monitor);
+    zsock_destroy(&self->sub);
+    zsock_destroy(&self->dealer);
+    self->sub_connected = self->sub_ever_connected = false;
+    self->follow_ms = ipl_mono_ms();
+    self->sub = zsock_new(ZMQ_SUB);
+    if (!self->sub) return -1;
+    zsock_set_linger(self->sub, 0);
+    zsock_set_maxmsgsize(self->sub, S_MAX_STATE_FRAME);
+    zsock_set_rcvhwm(self->sub, 1000000); // a gap costs a full resync: buffer generously
+    zsock_set_subscribe(self->sub, "");
+    char monitor[96];
+    snprintf(monitor, sizeof monitor, "inproc://decider-sub-monitor-%p-%u", (void *)self,
+             ++self->sub_generation);
+    if (zmq_socket_monitor(zsock_resolve(self->sub), monitor,
+                           ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) != 0 ||
+        !(self->sub_monitor = zsock_new_pair(monitor))) {
+        zsock_destroy(&self->sub);
+        return -1;
+    }
+    if (zsock_connect(self->sub, "%s", self->subs[source]) != 0) {
+        zmq_socket_monitor(zsock_resolve(self->sub), NULL, 0);
+        zsock_destroy(&self->sub_monitor);
+        zsock_destroy(&self->sub);
+        return -1;
+    }
+    IPL_INFO("state_following", "source=%zu state_sub=%s state_snapshot=%s", source,
+             self->subs[source], self->snaps[source]);
+    return 0;
+}
+
+/* A snapshot is wanted: requests it once the SUB is connected and settled; an aggregator the
+ * SUB cannot reach within the snapshot timeout has failed. */
+static void s_want_snapshot(decider_server_t *self)
+{
+    uint64_t now = ipl_mono_ms();
+    if (!self->sub) { // could not be created: try again
+        if (s_follow(self) != 0) return;
+    }
+    if (!self->sub_connected) {
+        zsock_destroy(&self->dealer); // whatever it still receives belongs to no request
+        if (now - self->follow_ms < self->config.snapshot_timeout_ms) return;
+        if (self->nsources > 1) {
+            IPL_WARN("state_source_unreachable", "endpoint=%s waited_ms=%llu",
+                     self->subs[decider_sync_source(self->sync)],
+                     (unsigned long long)(now - self->follow_ms));
+            s_on_sync(self, decider_sync_fail(self->sync, DECIDER_RESYNC_TIMEOUT));
+            return;
+        }
+        // The only aggregator: ask anyway (the request times out and is repeated).
+    } else if (now - self->connected_ms < S_SETTLE_MS) {
+        zsock_destroy(&self->dealer);
+        return;
+    }
+    s_request_snapshot(self);
+}
+
+// Acts on what decider_sync asked for.
+static void s_on_sync(decider_server_t *self, int rc)
+{
+    if (rc == DECIDER_SYNC_RESYNC) {
+        s_want_snapshot(self);
+    } else if (rc == DECIDER_SYNC_SWITCH) {
+        if (s_follow(self) != 0)
+            IPL_LOG_EVERY(10, IPL_LOG_ERROR, "state_follow_failed", "endpoint=%s",
+                          self->subs[decider_sync_source(self->sync)]);
+    }
+}
+
+/* The SUB's connection events. A first connect lets the snapshot request go; a reconnect
+ * means whatever was published meanwhile is lost, and the publisher may be a new aggregator
+ * whose seq happens to continue ours: resync. A disconnect, with several aggregators, moves
+ * to the next one; with one, libzmq reconnects by itself. */
 static void s_drain_monitor(decider_server_t *self)
 {
     void *raw = zsock_resolve(self->sub_monitor);
-    for (int budget = 100; budget > 0; budget--) {
+    for (int budget = 100; budget > 0 && self->sub_monitor; budget--) {
         zmq_msg_t event, addr;
         zmq_msg_init(&event);
         if (zmq_msg_recv(&event, raw, ZMQ_DONTWAIT) < 0) {
@@ -359,13 +494,20 @@ static void s_drain_monitor(decider_server_t *self)
             zmq_msg_recv(&addr, raw, 0);
             zmq_msg_close(&addr);
         }
+        const char *endpoint = self->subs[decider_sync_source(self->sync)];
         if (id == ZMQ_EVENT_CONNECTED) {
-            IPL_INFO("state_sub_connected", "endpoint=%s", self->config.state_sub);
-            int rc = decider_sync_reset(self->sync, DECIDER_RESYNC_RECONNECT);
-            s_count_resync(self, rc);
-            s_request_snapshot(self);
+            IPL_INFO("state_sub_connected", "endpoint=%s", endpoint);
+            bool again = self->sub_ever_connected;
+            self->sub_connected = self->sub_ever_connected = true;
+            self->connected_ms = ipl_mono_ms();
+            if (again) s_on_sync(self, decider_sync_reset(self->sync, DECIDER_RESYNC_RECONNECT));
         } else if (id == ZMQ_EVENT_DISCONNECTED) {
-            IPL_WARN("state_sub_disconnected", "endpoint=%s", self->config.state_sub);
+            IPL_WARN("state_sub_disconnected", "endpoint=%s", endpoint);
+            self->sub_connected = false;
+            if (self->nsources > 1) {
+                s_on_sync(self, decider_sync_fail(self->sync, DECIDER_RESYNC_DISCONNECTED));
+                return; // that monitor is gone
+            }
         }
     }
 }
@@ -380,15 +522,78 @@ static void s_drain_state(decider_server_t *self, zsock_t *sock, const char *nam
         uint64_t now = ipl_mono_ms();
         int rc = snapshot ? decider_sync_snapshot(self->sync, &msg, now)
                           : decider_sync_delta(self->sync, &msg, now);
-        s_count_resync(self, rc);
-        if (rc == DECIDER_SYNC_RESYNC) {
-            s_request_snapshot(self);
-            if (snapshot) return; // that DEALER is gone
-        }
+        s_on_sync(self, rc);
+        // A new snapshot request replaced that DEALER; a switch replaced both sockets.
+        if ((snapshot && rc != DECIDER_SYNC_OK) || rc == DECIDER_SYNC_SWITCH) return;
     }
 }
 
+// Splits a comma-separated list into trimmed copies (at most `max`). Returns the count, or -1
+// (too many, out of memory); entries already stored stay the caller's to free.
+static int s_split(const char *list, char **out, size_t max)
+{
+    size_t n = 0;
+    for (const char *p = list ? list : ""; *p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        const char *q = p;
+        while (len && (*q == ' ' || *q == '\t')) {
+            q++;
+            len--;
+        }
+        while (len && (q[len - 1] == ' ' || q[len - 1] == '\t'))
+            len--;
+        if (len) {
+            if (n == max || !(out[n] = strndup(q, len))) return -1;
+            n++;
+        }
+        p = comma ? comma + 1 : p + strlen(p);
+    }
+    return (int)n;
+}
+
+static void s_drop_peer(void *arg, const char *reason)
+{
+    s_drop(arg, "peers", reason);
+}
+
 // ---- life cycle and loop ----------------------------------------------------------------------
+
+// Endpoint lists and the id. 0, or -1 with `err` set.
+static int s_parse_config(decider_server_t *self, const decider_server_config_t *config, char *err,
+                          size_t errlen)
+{
+    int nsub = s_split(config->state_sub, self->subs, DECIDER_SERVER_MAX_AGGREGATORS);
+    int nsnap = s_split(config->state_snapshot, self->snaps, DECIDER_SERVER_MAX_AGGREGATORS);
+    int npeers = s_split(config->peers, self->peer_eps, DECIDER_SERVER_MAX_PEERS);
+    if (nsub < 0 || nsnap < 0) {
+        snprintf(err, errlen, "--state-sub and --state-snapshot take at most %d endpoints",
+                 DECIDER_SERVER_MAX_AGGREGATORS);
+        return -1;
+    }
+    if (npeers < 0) {
+        snprintf(err, errlen, "--peers takes at most %d endpoints", DECIDER_SERVER_MAX_PEERS);
+        return -1;
+    }
+    if (nsub == 0 || nsub != nsnap) {
+        snprintf(err, errlen,
+                 "--state-sub lists %d endpoint(s) and --state-snapshot %d: give one of each per "
+                 "aggregator, in the same order (e.g. --state-sub tcp://a:7002,tcp://b:7002 "
+                 "--state-snapshot tcp://a:7003,tcp://b:7003)",
+                 nsub, nsnap);
+        return -1;
+    }
+    self->nsources = (size_t)nsub;
+    self->npeers = (size_t)npeers;
+    if (config->id && *config->id) {
+        snprintf(self->id, sizeof self->id, "%s", config->id);
+    } else {
+        char host[64] = "decider";
+        gethostname(host, sizeof host - 1);
+        snprintf(self->id, sizeof self->id, "%s-%ld", host, (long)getpid());
+    }
+    return 0;
+}
 
 decider_server_t *decider_server_new(const decider_server_config_t *config, ipl_metrics_t *metrics,
                                      char *err, size_t errlen)
@@ -400,18 +605,22 @@ decider_server_t *decider_server_new(const decider_server_config_t *config, ipl_
     }
     self->config = *config;
     self->metrics = metrics;
-    self->start_ms = ipl_mono_ms();
+    pthread_mutex_init(&self->collect_lock, NULL);
     decider_decision_init(&self->decision);
+    if (s_parse_config(self, config, err, errlen) != 0) {
+        decider_server_destroy(&self);
+        return NULL;
+    }
     self->listen = zsock_new(ZMQ_ROUTER);
-    self->sub = zsock_new(ZMQ_SUB);
     self->sync = decider_sync_new(config->max_buffered, config->snapshot_timeout_ms);
     self->router = decider_router_new(&config->router);
     self->tok = ipl_tokenizer_new_builtin();
-    if (!self->listen || !self->sub || !self->sync || !self->router || !self->tok) {
+    if (!self->listen || !self->sync || !self->router || !self->tok) {
         snprintf(err, errlen, "out of memory");
         decider_server_destroy(&self);
         return NULL;
     }
+    decider_sync_set_sources(self->sync, self->nsources, config->silence_ms);
     zsock_set_linger(self->listen, 0);
     zsock_set_maxmsgsize(self->listen, S_MAX_ROUTE_FRAME);
     zsock_set_sndhwm(self->listen, 100000);
@@ -422,22 +631,22 @@ decider_server_t *decider_server_new(const decider_server_config_t *config, ipl_
         decider_server_destroy(&self);
         return NULL;
     }
-    zsock_set_linger(self->sub, 0);
-    zsock_set_maxmsgsize(self->sub, S_MAX_STATE_FRAME);
-    zsock_set_rcvhwm(self->sub, 1000000); // a gap costs a full resync: buffer generously
-    zsock_set_subscribe(self->sub, "");
-    char monitor[64];
-    snprintf(monitor, sizeof monitor, "inproc://decider-sub-monitor-%p", (void *)self);
-    if (zmq_socket_monitor(zsock_resolve(self->sub), monitor,
-                           ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) != 0 ||
-        !(self->sub_monitor = zsock_new_pair(monitor))) {
-        snprintf(err, errlen, "cannot monitor the state SUB socket");
+    if (s_follow(self) != 0) {
+        snprintf(err, errlen, "cannot connect --state-sub \"%s\"; use tcp://host:port",
+                 self->subs[0]);
         decider_server_destroy(&self);
         return NULL;
     }
-    if (zsock_connect(self->sub, "%s", config->state_sub) != 0) {
-        snprintf(err, errlen, "cannot connect --state-sub \"%s\"; use tcp://host:port",
-                 config->state_sub);
+    // Peer routings reach the router's ledger through decider_ledger_post_all (the process's
+    // ledgers), so the router needs no socket of its own.
+    decider_peers_config_t pc = {.id = self->id,
+                                 .pub = config->peer_pub,
+                                 .peers = (const char *const *)self->peer_eps,
+                                 .npeers = self->npeers,
+                                 .on_drop = s_drop_peer,
+                                 .drop_arg = self};
+    self->peers = decider_peers_new(&pc, err, errlen);
+    if (!self->peers) {
         decider_server_destroy(&self);
         return NULL;
     }
@@ -464,10 +673,18 @@ void decider_server_destroy(decider_server_t **self_p)
     zsock_destroy(&self->listen);
     zsock_destroy(&self->sub);
     zsock_destroy(&self->dealer);
+    decider_peers_destroy(&self->peers);
     decider_sync_destroy(&self->sync);
     decider_router_destroy(&self->router);
     ipl_tokenizer_destroy(&self->tok);
     decider_decision_clear(&self->decision);
+    for (size_t i = 0; i < DECIDER_SERVER_MAX_AGGREGATORS; i++) {
+        free(self->subs[i]);
+        free(self->snaps[i]);
+    }
+    for (size_t i = 0; i < DECIDER_SERVER_MAX_PEERS; i++)
+        free(self->peer_eps[i]);
+    pthread_mutex_destroy(&self->collect_lock);
     free(self->wire);
     free(self);
     *self_p = NULL;
@@ -475,24 +692,26 @@ void decider_server_destroy(decider_server_t **self_p)
 
 void decider_server_run(decider_server_t *self)
 {
+    enum { LISTEN, SIGNAL, SUB, MONITOR, DEALER, PEERS, NITEMS };
     while (!ipl_signal_stopping()) {
-        uint64_t now = ipl_mono_ms();
-        if (now - self->start_ms >= S_FIRST_SNAPSHOT_DELAY_MS) {
-            int rc = decider_sync_tick(self->sync, now);
-            s_count_resync(self, rc);
-            if (rc == DECIDER_SYNC_RESYNC) s_request_snapshot(self);
-        }
-        zmq_pollitem_t items[5] = {
-            {zsock_resolve(self->listen), 0, ZMQ_POLLIN, 0},
-            {zsock_resolve(self->sub), 0, ZMQ_POLLIN, 0},
-            {zsock_resolve(self->sub_monitor), 0, ZMQ_POLLIN, 0},
-            {NULL, ipl_signal_fd(), ZMQ_POLLIN, 0},
-            {self->dealer ? zsock_resolve(self->dealer) : NULL, 0, ZMQ_POLLIN, 0},
+        s_on_sync(self, decider_sync_tick(self->sync, ipl_mono_ms()));
+        // Every socket that exists now; `at[k]` is item k's slot in `items`, or -1.
+        void *socks[NITEMS] = {
+            zsock_resolve(self->listen),
+            NULL,
+            self->sub ? zsock_resolve(self->sub) : NULL,
+            self->sub_monitor ? zsock_resolve(self->sub_monitor) : NULL,
+            self->dealer ? zsock_resolve(self->dealer) : NULL,
+            decider_peers_socket(self->peers),
         };
-        int nitems = self->dealer ? 5 : 4;
-        if (items[3].fd < 0) { // no signal fd (not installed): poll the rest
-            items[3] = items[4];
-            nitems--;
+        zmq_pollitem_t items[NITEMS];
+        int at[NITEMS], nitems = 0;
+        for (int k = 0; k < NITEMS; k++) {
+            at[k] = -1;
+            int fd = k == SIGNAL ? ipl_signal_fd() : -1;
+            if (k == SIGNAL ? fd < 0 : !socks[k]) continue;
+            items[nitems] = (zmq_pollitem_t){socks[k], fd, ZMQ_POLLIN, 0};
+            at[k] = nitems++;
         }
         int n = zmq_poll(items, nitems, S_TICK_MS);
         if (n < 0 && zmq_errno() != EINTR) {
@@ -500,13 +719,17 @@ void decider_server_run(decider_server_t *self)
             break;
         }
         if (n <= 0) continue;
-        if (items[2].revents & ZMQ_POLLIN) s_drain_monitor(self);
-        if (items[1].revents & ZMQ_POLLIN) s_drain_state(self, self->sub, "state_sub", false);
+#define S_READY(k) (at[k] >= 0 && (items[at[k]].revents & ZMQ_POLLIN))
+        // The state sockets may be replaced by any of these steps: look them up again.
+        if (S_READY(MONITOR) && self->sub_monitor) s_drain_monitor(self);
+        if (S_READY(SUB) && self->sub) s_drain_state(self, self->sub, "state_sub", false);
         if (self->dealer && (zsock_events(self->dealer) & ZMQ_POLLIN))
             s_drain_state(self, self->dealer, "state_snapshot", true);
-        if (items[0].revents & ZMQ_POLLIN)
+        if (S_READY(PEERS)) decider_peers_drain(self->peers, 10000);
+        if (S_READY(LISTEN))
             for (int i = 0; i < 1000 && (zsock_events(self->listen) & ZMQ_POLLIN); i++)
                 s_serve_route(self);
+#undef S_READY
     }
 }
 
@@ -519,9 +742,10 @@ bool decider_server_ready(void *arg, char *detail, size_t size)
     decider_sync_stats(self->sync, &st);
     uint64_t version = ipl_policy_view_version(self->policy);
     if (version && st.synced) {
-        snprintf(detail, size, "state_seq=%llu lag_ms=%llu policy_version=%llu%s",
+        snprintf(detail, size, "state_seq=%llu lag_ms=%llu policy_version=%llu state_sub=%s%s",
                  (unsigned long long)st.seq, (unsigned long long)s_age_ms(&st),
-                 (unsigned long long)version, st.syncing ? " resyncing" : "");
+                 (unsigned long long)version, self->subs[st.source],
+                 st.syncing ? " resyncing" : "");
         return true;
     }
     snprintf(detail, size, "waiting for%s%s", version ? "" : " a policy from the policy service",
@@ -589,6 +813,15 @@ static void s_debug_state(void *arg, const ipl_http_req_t *hreq, ipl_http_resp_t
     cJSON_AddBoolToObject(root, "resyncing", st.synced && st.syncing);
     cJSON_AddNumberToObject(root, "state_seq", (double)st.seq);
     cJSON_AddNumberToObject(root, "lag_ms", (double)s_age_ms(&st));
+    char hex[24];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)st.incarnation);
+    cJSON_AddStringToObject(root, "incarnation", hex);
+    cJSON *src = cJSON_AddObjectToObject(root, "source");
+    cJSON_AddNumberToObject(src, "index", (double)st.source);
+    cJSON_AddStringToObject(src, "state_sub", self->subs[st.source]);
+    cJSON_AddStringToObject(src, "state_snapshot", self->snaps[st.source]);
+    cJSON_AddBoolToObject(src, "connected", self->sub_connected);
+    cJSON_AddNumberToObject(src, "switches", (double)st.switches);
     cJSON_AddNumberToObject(root, "snapshots", (double)st.snapshots);
     cJSON_AddNumberToObject(root, "deltas", (double)st.deltas);
     cJSON_AddNumberToObject(root, "buffered", (double)st.buffered);
@@ -597,6 +830,20 @@ static void s_debug_state(void *arg, const ipl_http_req_t *hreq, ipl_http_resp_t
     for (int r = 1; r < DECIDER_RESYNC_NREASONS; r++)
         cJSON_AddNumberToObject(rs, decider_sync_reason_name(r), (double)st.resyncs[r]);
     cJSON_AddNumberToObject(root, "policy_version", (double)ipl_policy_view_version(self->policy));
+    decider_peers_stats_t ps;
+    decider_peers_stats(self->peers, &ps);
+    cJSON *peers = cJSON_AddObjectToObject(root, "peers");
+    cJSON_AddStringToObject(peers, "id", self->id);
+    cJSON_AddStringToObject(peers, "peer_pub", self->config.peer_pub ? self->config.peer_pub : "");
+    cJSON *eps = cJSON_AddArrayToObject(peers, "peers");
+    for (size_t i = 0; i < self->npeers; i++)
+        cJSON_AddItemToArray(eps, cJSON_CreateString(self->peer_eps[i]));
+    cJSON_AddNumberToObject(peers, "sent", (double)ps.sent);
+    cJSON_AddNumberToObject(peers, "send_failed", (double)ps.send_failed);
+    cJSON_AddNumberToObject(peers, "received", (double)ps.received);
+    cJSON_AddNumberToObject(peers, "own", (double)ps.own);
+    cJSON_AddNumberToObject(peers, "lost", (double)ps.lost);
+    cJSON_AddNumberToObject(peers, "peers_heard", (double)ps.peers_seen);
     cJSON_AddNumberToObject(root, "optimistic_blocks",
                             (double)decider_router_optimistic_blocks(self->router));
     cJSON_AddNumberToObject(root, "mean_request_tokens",
@@ -643,4 +890,5 @@ void decider_server_register(decider_server_t *self, ipl_httpd_t *httpd)
 {
     ipl_httpd_route(httpd, "POST", "/v1/route", s_http_route, self);
     ipl_httpd_route(httpd, "GET", "/debug/state", s_debug_state, self);
+    decider_router_register_admin(self->router, httpd, self->metrics); // GET /debug/model
 }

@@ -1,16 +1,23 @@
 /*
  * decider_server — the decider process's sockets, loop and admin endpoints.
  *
- *   aggregator PUB ──SUB (--state-sub)──────┐
- *   aggregator ROUTER ◄─DEALER (--state-snapshot)─┤ decider_sync ──► replica (rwlock)
- *   policy service ──ipl_policy_view (own thread)─┤                        │
+ *   aggregator i PUB ──SUB (--state-sub[i])────────┐
+ *   aggregator i ROUTER ◄─DEALER (--state-snapshot[i])┤ decider_sync ──► replica (rwlock)
+ *   policy service ──ipl_policy_view (own thread)────┤                        │
  *   gateways ──DEALER──► ROUTER (--listen) ──ROUTE_REQ──► decider_router ◄─┘──► ROUTE_REP
  *   HTTP POST /v1/route (admin server threads) ──────────► decider_router ──► JSON
+ *   every routed decision ──ROUTED──► PUB (--peer-pub) ──► the other deciders
+ *   the other deciders' PUBs ──► SUB (--peers) ──ROUTED──► decider_peers ──► ledger
  *
- * One loop thread owns every ZeroMQ socket but the policy view's; HTTP decisions run on the
- * admin server's threads and share the router (its mutex) and the replica (read lock).
- * Admin: /readyz (ready with a policy and a state snapshot; detail gives seq and lag),
- * /metrics, /debug/state, POST /v1/route.
+ * --state-sub and --state-snapshot list one endpoint per aggregator, paired by position: the
+ * decider follows one and moves to the next when it goes silent (--state-silence-ms),
+ * disconnects, or does not answer a snapshot request (decider_sync).
+ *
+ * One loop thread owns every ZeroMQ socket but the policy view's and the peer PUB (shared by
+ * the deciding threads under a mutex); HTTP decisions run on the admin server's threads and
+ * share the router (its mutex) and the replica (read lock).
+ * Admin: /readyz (ready with a policy and a state snapshot; detail gives seq, lag and the
+ * aggregator followed), /metrics, /debug/state, POST /v1/route.
  */
 #ifndef DECIDER_SERVER_H
 #define DECIDER_SERVER_H
@@ -22,11 +29,20 @@
 #include "ipl_httpd.h"
 #include "ipl_metrics.h"
 
+#define DECIDER_SERVER_MAX_AGGREGATORS 8
+#define DECIDER_SERVER_MAX_PEERS       64
+
 typedef struct {
-    const char *listen, *state_sub, *state_snapshot, *policy_sub, *policy_req;
+    const char *listen, *policy_sub, *policy_req;
+    const char *state_sub, *state_snapshot; /* comma-separated, one per aggregator, paired */
     decider_router_config_t router;
-    uint64_t snapshot_timeout_ms; /* a snapshot with no progress this long is re-requested */
+    uint64_t snapshot_timeout_ms; /* a snapshot with no progress this long is re-requested
+                                     (from the next aggregator when there are several) */
+    uint64_t silence_ms;          /* aggregator silent this long: follow the next (0: never) */
     size_t max_buffered;          /* deltas kept while a snapshot is built */
+    const char *id;               /* this decider's id in ROUTED; NULL or "": hostname-pid */
+    const char *peer_pub;         /* endpoint to bind the ROUTED PUB on; NULL or "": none */
+    const char *peers;            /* comma-separated other deciders' --peer-pub; NULL: none */
 } decider_server_config_t;
 
 typedef struct decider_server decider_server_t;

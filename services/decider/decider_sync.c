@@ -20,6 +20,10 @@ struct decider_sync {
     bool syncing, requested;
     uint64_t last_progress_ms;
     uint64_t timeout_ms;
+    uint64_t incarnation;  // of the live replica's aggregator
+    uint64_t last_recv_ms; // last delta or snapshot message: liveness of the source
+    size_t nsources, source;
+    uint64_t silence_ms;
     ipl_msg_t *buffer; // deltas waiting for the snapshot, in arrival order
     size_t nbuffer, cap_buffer, max_buffered;
     decider_resync_reason_t last_reason;
@@ -45,6 +49,13 @@ static uint64_t s_seq(const ipl_msg_t *msg)
 {
     return msg->type == IPL_MSG_KV_EVENT ? msg->u.kv_event.seq
            : msg->type == IPL_MSG_LOAD   ? msg->u.load.seq
+                                         : 0;
+}
+
+static uint64_t s_incarnation(const ipl_msg_t *msg)
+{
+    return msg->type == IPL_MSG_KV_EVENT ? msg->u.kv_event.incarnation
+           : msg->type == IPL_MSG_LOAD   ? msg->u.load.incarnation
                                          : 0;
 }
 
@@ -86,6 +97,7 @@ decider_sync_t *decider_sync_new(size_t max_buffered, uint64_t timeout_ms)
     self->timeout_ms = timeout_ms;
     self->syncing = true; // nothing yet: the first tick asks for a snapshot
     self->last_reason = DECIDER_RESYNC_START;
+    self->nsources = 1;
     return self;
 }
 
@@ -119,10 +131,18 @@ int decider_sync_delta(decider_sync_t *self, ipl_msg_t *msg, uint64_t now_ms)
 {
     uint64_t seq = s_seq(msg);
     int rc = DECIDER_SYNC_OK;
+    self->last_recv_ms = now_ms;
     pthread_mutex_lock(&self->stats_lock);
     self->stats.last_delta_ms = now_ms;
     pthread_mutex_unlock(&self->stats_lock);
-    if (!self->syncing) {
+    if (!self->syncing && s_incarnation(msg) != self->incarnation) {
+        // A restarted aggregator: its seq says nothing about ours. Keep the delta: it may
+        // continue the snapshot we ask the new incarnation for.
+        IPL_WARN("state_resync", "reason=incarnation have=%016llx got=%016llx seq=%llu",
+                 (unsigned long long)self->incarnation, (unsigned long long)s_incarnation(msg),
+                 (unsigned long long)seq);
+        rc = s_resync(self, DECIDER_RESYNC_INCARNATION);
+    } else if (!self->syncing) {
         uint64_t have = decider_state_seq(self->live);
         if (seq == have + 1) {
             pthread_rwlock_wrlock(&self->lock);
@@ -132,6 +152,7 @@ int decider_sync_delta(decider_sync_t *self, ipl_msg_t *msg, uint64_t now_ms)
             pthread_mutex_lock(&self->stats_lock);
             self->stats.seq = seq;
             self->stats.deltas++;
+            self->stats.last_applied_ms = now_ms;
             pthread_mutex_unlock(&self->stats_lock);
             s_take(msg);
             return DECIDER_SYNC_OK;
@@ -168,17 +189,27 @@ int decider_sync_delta(decider_sync_t *self, ipl_msg_t *msg, uint64_t now_ms)
     return rc;
 }
 
-// SNAPSHOT_END: staging + buffered deltas with seq > end become the live replica.
-static int s_finish(decider_sync_t *self, uint64_t end_seq, uint64_t now_ms)
+// SNAPSHOT_END: staging + buffered deltas with seq > end become the live replica. Buffered
+// deltas of another incarnation before the snapshot's own are from the aggregator's previous
+// life (dropped); after them, from its next life (start over).
+static int s_finish(decider_sync_t *self, const ipl_snapshot_end_t *end, uint64_t now_ms)
 {
     decider_state_t *next = self->staging;
     self->staging = NULL;
-    decider_state_set_seq(next, end_seq);
-    uint64_t expect = end_seq + 1;
+    decider_state_set_seq(next, end->seq);
+    uint64_t expect = end->seq + 1;
     size_t applied = 0;
-    bool gap = false;
+    bool gap = false, same_seen = false;
+    decider_resync_reason_t why = DECIDER_RESYNC_GAP;
     for (size_t i = 0; i < self->nbuffer && !gap; i++) {
         uint64_t seq = s_seq(&self->buffer[i]);
+        if (s_incarnation(&self->buffer[i]) != end->incarnation) {
+            if (!same_seen) continue; // the previous life
+            gap = true;
+            why = DECIDER_RESYNC_INCARNATION;
+            break;
+        }
+        same_seen = true;
         if (seq < expect && applied == 0) continue; // already in the snapshot
         if (seq != expect) {
             gap = true;
@@ -194,8 +225,9 @@ static int s_finish(decider_sync_t *self, uint64_t end_seq, uint64_t now_ms)
         // The deltas we hold do not continue this snapshot (we lost some while it was being
         // built): start over. The buffer restarts empty with the next delta.
         decider_state_destroy(&next);
-        IPL_WARN("state_resync", "reason=gap snapshot_seq=%llu", (unsigned long long)end_seq);
-        return s_resync(self, DECIDER_RESYNC_GAP);
+        IPL_WARN("state_resync", "reason=%s snapshot_seq=%llu", decider_sync_reason_name(why),
+                 (unsigned long long)end->seq);
+        return s_resync(self, why);
     }
     pthread_rwlock_wrlock(&self->lock);
     decider_state_t *old = self->live;
@@ -204,6 +236,8 @@ static int s_finish(decider_sync_t *self, uint64_t end_seq, uint64_t now_ms)
     decider_state_destroy(&old);
     self->syncing = false;
     self->requested = false;
+    self->incarnation = end->incarnation;
+    self->last_recv_ms = now_ms;
     uint64_t seq = decider_state_seq(next);
     pthread_mutex_lock(&self->stats_lock);
     self->stats.synced = true;
@@ -212,11 +246,15 @@ static int s_finish(decider_sync_t *self, uint64_t end_seq, uint64_t now_ms)
     self->stats.deltas += applied;
     self->stats.seq = seq;
     self->stats.buffered = 0;
-    if (!self->stats.last_delta_ms) self->stats.last_delta_ms = now_ms;
+    self->stats.incarnation = end->incarnation;
+    self->stats.last_delta_ms = now_ms;
+    self->stats.last_applied_ms = now_ms;
     pthread_mutex_unlock(&self->stats_lock);
-    IPL_INFO("state_synced", "snapshot_seq=%llu seq=%llu buffered_applied=%zu workers=%d",
-             (unsigned long long)end_seq, (unsigned long long)seq, applied,
-             ipl_index_nworkers(decider_state_index(next)));
+    IPL_INFO("state_synced",
+             "source=%zu incarnation=%016llx snapshot_seq=%llu seq=%llu buffered_applied=%zu "
+             "workers=%d",
+             self->source, (unsigned long long)end->incarnation, (unsigned long long)end->seq,
+             (unsigned long long)seq, applied, ipl_index_nworkers(decider_state_index(next)));
     return DECIDER_SYNC_OK;
 }
 
@@ -228,7 +266,7 @@ int decider_sync_snapshot(decider_sync_t *self, ipl_msg_t *msg, uint64_t now_ms)
         self->stats.stray++;
         pthread_mutex_unlock(&self->stats_lock);
     } else if (msg->type == IPL_MSG_SNAPSHOT_END) {
-        rc = s_finish(self, msg->u.snapshot_end.seq, now_ms);
+        rc = s_finish(self, &msg->u.snapshot_end, now_ms);
     } else {
         self->last_progress_ms = now_ms;
         s_apply(self, self->staging, msg, now_ms);
@@ -246,23 +284,70 @@ int decider_sync_reset(decider_sync_t *self, decider_resync_reason_t reason)
     return s_resync(self, reason);
 }
 
+// Moves to the next source and resyncs from it.
+static int s_switch(decider_sync_t *self, decider_resync_reason_t reason)
+{
+    s_clear_buffer(self);
+    size_t from = self->source;
+    self->source = (self->source + 1) % self->nsources;
+    IPL_WARN("state_source_failed", "reason=%s source=%zu next=%zu",
+             decider_sync_reason_name(reason), from, self->source);
+    pthread_mutex_lock(&self->stats_lock);
+    self->stats.buffered = 0;
+    self->stats.source = self->source;
+    if (self->source != from) self->stats.switches++;
+    pthread_mutex_unlock(&self->stats_lock);
+    s_resync(self, reason);
+    return DECIDER_SYNC_SWITCH;
+}
+
 int decider_sync_tick(decider_sync_t *self, uint64_t now_ms)
 {
-    if (!self->syncing) return DECIDER_SYNC_OK;
+    if (!self->syncing) {
+        // Silence counts only when heartbeats are due: an aggregator publishes one per
+        // worker, so with no worker known a quiet stream proves nothing.
+        if (self->silence_ms && now_ms > self->last_recv_ms &&
+            now_ms - self->last_recv_ms >= self->silence_ms &&
+            ipl_index_nworkers(decider_state_index(self->live)) > 0)
+            return s_switch(self, DECIDER_RESYNC_SILENT);
+        return DECIDER_SYNC_OK;
+    }
     if (!self->requested) // the first snapshot, or a resync whose request could not be sent
         return DECIDER_SYNC_RESYNC;
     if (now_ms - self->last_progress_ms >= self->timeout_ms) {
         IPL_LOG_EVERY(10, IPL_LOG_WARN, "state_resync", "reason=timeout waited_ms=%llu",
                       (unsigned long long)(now_ms - self->last_progress_ms));
+        if (self->nsources > 1) return s_switch(self, DECIDER_RESYNC_TIMEOUT);
         return s_resync(self, DECIDER_RESYNC_TIMEOUT);
     }
     return DECIDER_SYNC_OK;
 }
 
+void decider_sync_set_sources(decider_sync_t *self, size_t nsources, uint64_t silence_ms)
+{
+    self->nsources = nsources ? nsources : 1;
+    self->source = 0;
+    self->silence_ms = silence_ms;
+    pthread_mutex_lock(&self->stats_lock);
+    self->stats.source = 0;
+    pthread_mutex_unlock(&self->stats_lock);
+}
+
+size_t decider_sync_source(const decider_sync_t *self)
+{
+    return self->source;
+}
+
+int decider_sync_fail(decider_sync_t *self, decider_resync_reason_t reason)
+{
+    return s_switch(self, reason);
+}
+
 const char *decider_sync_reason_name(decider_resync_reason_t reason)
 {
-    static const char *names[DECIDER_RESYNC_NREASONS] = {"start",    "gap",     "seq_regressed",
-                                                         "overflow", "timeout", "reconnect"};
+    static const char *names[DECIDER_RESYNC_NREASONS] = {"start",       "gap",     "seq_regressed",
+                                                         "overflow",    "timeout", "reconnect",
+                                                         "incarnation", "silent",  "disconnected"};
     return reason < DECIDER_RESYNC_NREASONS ? names[reason] : "unknown";
 }
 

@@ -15,9 +15,17 @@ int main(int argc, char **argv)
     decider_server_config_t cfg = {0};
     decider_router_config_defaults(&cfg.router);
     char *listen = NULL, *state_sub = NULL, *state_snapshot = NULL, *policy_sub = NULL,
-         *policy_req = NULL, *strategy = NULL;
+         *policy_req = NULL, *strategy = NULL, *id = NULL, *peer_pub = NULL, *peers = NULL;
     double prefill_tps = 0, running_cost_ms = 0;
-    int64_t load_gate = 0, ttl_ms = 0, stale_ms = 0, seed = 0, snapshot_timeout_ms = 0;
+    double base_ms = 0, temperature_s = 0; /* predictor prior, ttft exploration */
+    int64_t max_queue = 0;
+    char strategy_help[512], strategy_bad[512];
+    snprintf(strategy_help, sizeof strategy_help, "strategy for pools that name none: %s",
+             decider_router_strategies());
+    snprintf(strategy_bad, sizeof strategy_bad, "--strategy must be one of: %s",
+             decider_router_strategies());
+    int64_t load_gate = 0, ttl_ms = 0, stale_ms = 0, seed = 0, snapshot_timeout_ms = 0,
+            silence_ms = 0;
 
     ipl_service_t *svc = ipl_service_new("decider",
                                          "decision server: picks the worker for each request "
@@ -28,15 +36,36 @@ int main(int argc, char **argv)
     ipl_config_add(c, "listen", IPL_OPT_STR, &listen, "tcp://127.0.0.1:7021",
                    "ZeroMQ endpoint to bind the ROUTER that answers ROUTE_REQ");
     ipl_config_add(c, "state-sub", IPL_OPT_STR, &state_sub, "tcp://127.0.0.1:7002",
-                   "aggregator's PUB endpoint (state deltas)");
+                   "aggregators' PUB endpoints (state deltas), comma-separated: the decider "
+                   "follows one and moves to the next when it fails");
     ipl_config_add(c, "state-snapshot", IPL_OPT_STR, &state_snapshot, "tcp://127.0.0.1:7003",
-                   "aggregator's ROUTER endpoint (state snapshots)");
+                   "aggregators' ROUTER endpoints (state snapshots), comma-separated, in the "
+                   "order of --state-sub");
+    ipl_config_add(c, "state-silence-ms", IPL_OPT_INT, &silence_ms, "3000",
+                   "an aggregator silent this long (no delta, no heartbeat) counts as failed: "
+                   "follow the next one and resync (0: never)");
+    ipl_config_add(c, "id", IPL_OPT_STR, &id, NULL,
+                   "this decider's id in the ROUTED messages it publishes (default "
+                   "hostname-pid)");
+    ipl_config_add(c, "peer-pub", IPL_OPT_STR, &peer_pub, NULL,
+                   "ZeroMQ endpoint to bind a PUB on, publishing what this decider routes to "
+                   "the other replicas (default: none)");
+    ipl_config_add(c, "peers", IPL_OPT_STR, &peers, NULL,
+                   "the other deciders' --peer-pub endpoints, comma-separated: what they route "
+                   "counts here as in flight and optimistically cached (default: none)");
     ipl_config_add(c, "policy-sub", IPL_OPT_STR, &policy_sub, "tcp://127.0.0.1:7011",
                    "policy service's PUB endpoint");
     ipl_config_add(c, "policy-req", IPL_OPT_STR, &policy_req, "tcp://127.0.0.1:7012",
                    "policy service's ROUTER endpoint (POLICY_REQ)");
-    ipl_config_add(c, "strategy", IPL_OPT_STR, &strategy, "ttft",
-                   "strategy for pools that name none: ttft, least-loaded, random");
+    ipl_config_add(c, "strategy", IPL_OPT_STR, &strategy, "ttft", strategy_help);
+    ipl_config_add(c, "base-ms", IPL_OPT_DOUBLE, &base_ms, "40",
+                   "predicted TTFT's fixed part before calibration (ms): API server, first step");
+    ipl_config_add(c, "temperature-s", IPL_OPT_DOUBLE, &temperature_s, "0",
+                   "ttft: sample the winner with probability exp(-ttft/T) instead of the minimum "
+                   "(exploration; 0: the minimum)");
+    ipl_config_add(c, "max-queue", IPL_OPT_INT, &max_queue, "0",
+                   "a worker with more requests queued (waiting + in flight) is not eligible; "
+                   "when none is, requests are rejected as overloaded (429) (0: no limit)");
     ipl_config_add(c, "prefill-tokens-per-s", IPL_OPT_DOUBLE, &prefill_tps, "3000",
                    "prefill speed of a worker, for predicted TTFT");
     ipl_config_add(c, "running-cost-ms", IPL_OPT_DOUBLE, &running_cost_ms, "5",
@@ -59,13 +88,15 @@ int main(int argc, char **argv)
     }
     const char *bad = NULL;
     if (!decider_router_strategy_known(strategy))
-        bad = "--strategy must be one of: ttft, least-loaded, random";
+        bad = strategy_bad;
+    else if (base_ms < 0 || temperature_s < 0 || max_queue < 0)
+        bad = "--base-ms, --temperature-s and --max-queue must be >= 0";
     else if (!(prefill_tps > 0))
         bad = "--prefill-tokens-per-s must be above 0";
     else if (running_cost_ms < 0 || load_gate < 0 || ttl_ms < 0 || stale_ms < 1 || seed < 0 ||
-             snapshot_timeout_ms < 100)
-        bad = "--running-cost-ms, --load-gate, --optimistic-ttl-ms and --seed must be >= 0, "
-              "--stale-ms >= 1 and --snapshot-timeout-ms >= 100";
+             snapshot_timeout_ms < 100 || silence_ms < 0)
+        bad = "--running-cost-ms, --load-gate, --optimistic-ttl-ms, --seed and "
+              "--state-silence-ms must be >= 0, --stale-ms >= 1 and --snapshot-timeout-ms >= 100";
     if (bad) {
         fprintf(stderr, "inferplane-decider: %s\n", bad);
         ipl_service_destroy(&svc);
@@ -79,12 +110,19 @@ int main(int argc, char **argv)
     cfg.router.default_strategy = strategy;
     cfg.router.prefill_tokens_per_s = prefill_tps;
     cfg.router.running_cost_s = running_cost_ms / 1000.0;
+    cfg.router.base_s = base_ms / 1000.0;
+    cfg.router.temperature_s = temperature_s;
+    cfg.router.max_queue = (uint64_t)max_queue;
     cfg.router.load_gate = (uint64_t)load_gate;
     cfg.router.optimistic_ttl_ms = (uint64_t)ttl_ms;
     cfg.router.stale_ms = (uint64_t)stale_ms;
     cfg.router.seed = (uint64_t)seed;
     cfg.snapshot_timeout_ms = (uint64_t)snapshot_timeout_ms;
+    cfg.silence_ms = (uint64_t)silence_ms;
     cfg.max_buffered = 1000000;
+    cfg.id = id;
+    cfg.peer_pub = peer_pub;
+    cfg.peers = peers;
 
     char err[512];
     decider_server_t *server = decider_server_new(&cfg, ipl_service_metrics(svc), err, sizeof err);
@@ -104,10 +142,13 @@ int main(int argc, char **argv)
         ipl_service_destroy(&svc);
         return 2;
     }
-    char q1[256], q2[256], q3[256];
-    IPL_INFO("listening", "listen=%s state_sub=%s state_snapshot=%s strategy=%s",
+    char q1[256], q2[256], q3[256], q4[256], q5[256];
+    IPL_INFO("listening",
+             "listen=%s state_sub=%s state_snapshot=%s strategy=%s peer_pub=%s peers=%s",
              ipl_log_quote(q1, sizeof q1, listen), ipl_log_quote(q2, sizeof q2, state_sub),
-             ipl_log_quote(q3, sizeof q3, state_snapshot), strategy);
+             ipl_log_quote(q3, sizeof q3, state_snapshot), strategy,
+             ipl_log_quote(q4, sizeof q4, peer_pub ? peer_pub : ""),
+             ipl_log_quote(q5, sizeof q5, peers ? peers : ""));
     decider_server_run(server);
     IPL_INFO("stopping", NULL);
     ipl_service_stop(svc); /* admin stopped before the state its handlers read goes away */

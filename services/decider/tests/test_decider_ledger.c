@@ -1,6 +1,7 @@
 /*
  * Unit tests of decider_ledger: in-flight counting against load-sample times, and optimistic
- * blocks that last between TTL and 1.5 × TTL and are never extended by later routings.
+ * blocks that last between TTL and 1.5 × TTL and are never extended by later routings; peer
+ * routings (the inbox) counting exactly like local ones, at their own times.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +11,7 @@
 #include <cmocka.h>
 
 #include "../decider_ledger.h"
+#include "ipl_error.h"
 
 static const uint64_t s_h[8] = {1, 2, 3, 4, 5, 6, 7, 8};
 
@@ -87,12 +89,146 @@ static void test_ttl_zero_disables(void **state)
     decider_ledger_destroy(&l);
 }
 
+static void test_inflight_tokens_and_order(void **state)
+{
+    (void)state;
+    decider_ledger_t *l = decider_ledger_new(2000);
+    int a = decider_ledger_worker(l, "a");
+    decider_ledger_record(l, a, NULL, 0, 100, 100, 0);
+    decider_ledger_record(l, a, NULL, 0, 300, 300, 0);
+    decider_ledger_record(l, a, NULL, 0, 200, 200, 0); // recorded late: kept in time order
+    decider_ledger_routed(l, a, NULL, 0, 250, 0);      // no token count
+    assert_int_equal(decider_ledger_inflight(l, a, 0, 400), 4);
+    assert_int_equal(decider_ledger_inflight(l, a, 150, 400), 3);
+    assert_int_equal(decider_ledger_inflight_tokens(l, a, 150, 400), 500);
+    assert_int_equal(decider_ledger_inflight(l, a, 225, 400), 2);
+    assert_int_equal(decider_ledger_inflight_tokens(l, a, 225, 400), 300);
+    assert_int_equal(decider_ledger_inflight_tokens(l, a, 300, 400), 0);
+    // A full ring drops a routing older than everything it keeps.
+    int b = decider_ledger_worker(l, "b");
+    for (int i = 0; i < DECIDER_LEDGER_RING; i++)
+        decider_ledger_record(l, b, NULL, 0, 1, 1000 + (uint64_t)i, 0);
+    decider_ledger_record(l, b, NULL, 0, 1, 999, 0);
+    assert_int_equal(decider_ledger_inflight(l, b, 999, 2000), DECIDER_LEDGER_RING);
+    decider_ledger_record(l, b, NULL, 0, 1, 1100, 0); // inside the window: the oldest goes
+    assert_int_equal(decider_ledger_inflight(l, b, 1000, 2000), DECIDER_LEDGER_RING);
+    assert_int_equal(decider_ledger_inflight(l, b, 1100, 2000), DECIDER_LEDGER_RING - 101);
+    decider_ledger_destroy(&l);
+}
+
+static void test_clock_going_back_keeps_generations(void **state)
+{
+    (void)state;
+    decider_ledger_t *l = decider_ledger_new(2000);
+    int a = decider_ledger_worker(l, "a");
+    assert_int_equal(s_prefix(l, a, 8, 0), 0);
+    decider_ledger_routed(l, a, s_h, 4, 0, 1500); // rotates once (to 1000)
+    // A decision that read the clock just before another thread's: nothing is dropped.
+    assert_int_equal(s_prefix(l, a, 8, 900), 4);
+    assert_int_equal(s_prefix(l, a, 8, 1500), 4);
+    decider_ledger_destroy(&l);
+}
+
+static decider_ledger_peer_t s_peer(const char *worker, size_t n, uint64_t tokens, uint64_t wall)
+{
+    return (decider_ledger_peer_t){
+        .worker = worker, .hashes = s_h, .nhashes = n, .uncached_tokens = tokens, .wall_ms = wall};
+}
+
+static void test_peer_routings_count_like_local_ones(void **state)
+{
+    (void)state;
+    decider_ledger_t *l = decider_ledger_new(2000);
+    int a = decider_ledger_worker(l, "a");
+    decider_ledger_routed(l, a, NULL, 0, 300, 0);
+    decider_ledger_peer_t p = s_peer("b", 4, 120, 500);
+    assert_int_equal(decider_ledger_post(l, &p, 1000, 0), IPL_OK);
+    p = s_peer("a", 0, 7, 200); // before our own routing of "a"
+    assert_int_equal(decider_ledger_post(l, &p, 1000, 0), IPL_OK);
+    decider_ledger_peer_stats_t st;
+    decider_ledger_peer_stats(l, &st);
+    assert_int_equal(st.posted, 2);
+    assert_int_equal(st.pending, 2);
+    assert_int_equal(st.applied, 0);
+    // Applied by the next call of the owner's thread: "b" gets the next id.
+    int b = decider_ledger_worker(l, "b");
+    assert_int_equal(b, 1);
+    decider_ledger_peer_stats(l, &st);
+    assert_int_equal(st.applied, 2);
+    assert_int_equal(st.pending, 0);
+    assert_int_equal(decider_ledger_inflight(l, b, 400, 1000), 1);
+    assert_int_equal(decider_ledger_inflight_tokens(l, b, 400, 1000), 120);
+    assert_int_equal(decider_ledger_inflight(l, b, 500, 1000), 0); // a sample at 500 saw it
+    assert_int_equal(decider_ledger_inflight(l, a, 100, 1000), 2);
+    assert_int_equal(decider_ledger_inflight(l, a, 250, 1000), 1);
+    assert_int_equal(s_prefix(l, b, 8, 0), 4); // optimistic, like a local routing
+    assert_int_equal(s_prefix(l, a, 8, 0), 0);
+    // A peer clock ahead of ours: the routing counts from our "now", not from its future.
+    p = s_peer("a", 0, 0, 9000);
+    assert_int_equal(decider_ledger_post(l, &p, 1000, 0), IPL_OK);
+    decider_ledger_apply_peers(l);
+    assert_int_equal(decider_ledger_inflight(l, a, 999, 1000), 1);
+    assert_int_equal(decider_ledger_inflight(l, a, 1000, 1001), 0);
+    // No worker name: refused.
+    p = s_peer("", 0, 0, 1);
+    assert_int_equal(decider_ledger_post(l, &p, 1000, 0), IPL_E_INVAL);
+    decider_ledger_destroy(&l);
+}
+
+static void test_peer_blocks_age_from_their_arrival(void **state)
+{
+    (void)state;
+    decider_ledger_t *l = decider_ledger_new(2000); // rotation every 1000 ms
+    int a = decider_ledger_worker(l, "a");
+    assert_int_equal(s_prefix(l, a, 8, 0), 0);    // generations start at 0
+    assert_int_equal(s_prefix(l, a, 8, 1500), 0); // rotated at 1000
+    // Arrived at 500, applied only at 2999: it sits in the generation that was newest at 500,
+    // so it expires at 3000 exactly like a local routing at 500 would.
+    decider_ledger_peer_t p = s_peer("a", 4, 0, 1);
+    assert_int_equal(decider_ledger_post(l, &p, 10, 500), IPL_OK);
+    assert_int_equal(s_prefix(l, a, 8, 2999), 4);
+    assert_int_equal(s_prefix(l, a, 8, 3000), 0);
+    // Arrived at 3100 but applied at 9000: long expired, never assumed.
+    assert_int_equal(decider_ledger_post(l, &p, 10, 3100), IPL_OK);
+    assert_int_equal(s_prefix(l, a, 8, 9000), 0);
+    assert_int_equal(decider_ledger_memberships(l), 0);
+    decider_ledger_destroy(&l);
+}
+
+static void test_post_all_and_a_full_inbox(void **state)
+{
+    (void)state;
+    decider_ledger_t *x = decider_ledger_new(2000), *y = decider_ledger_new(2000);
+    decider_ledger_peer_t p = s_peer("w", 2, 1, 5);
+    assert_int_equal(decider_ledger_post_all(&p, 10, 0), 2);
+    decider_ledger_destroy(&y);
+    assert_int_equal(decider_ledger_post_all(&p, 10, 0), 1); // y is gone from the registry
+    int w = decider_ledger_worker(x, "w");
+    assert_int_equal(decider_ledger_inflight(x, w, 0, 10), 2);
+    p.worker = NULL;
+    assert_int_equal(decider_ledger_post_all(&p, 10, 0), 0);
+    // The inbox keeps the newest DECIDER_LEDGER_INBOX_MAX routings.
+    p = s_peer("w", 0, 1, 5);
+    for (int i = 0; i < DECIDER_LEDGER_INBOX_MAX + 5; i++)
+        assert_int_equal(decider_ledger_post(x, &p, 10, 0), IPL_OK);
+    decider_ledger_peer_stats_t st;
+    decider_ledger_peer_stats(x, &st);
+    assert_int_equal(st.dropped, 5);
+    assert_int_equal(st.pending, DECIDER_LEDGER_INBOX_MAX);
+    decider_ledger_destroy(&x); // frees what is still queued
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ids_and_inflight),
         cmocka_unit_test(test_optimistic_lifetime_without_extension),
         cmocka_unit_test(test_ttl_zero_disables),
+        cmocka_unit_test(test_inflight_tokens_and_order),
+        cmocka_unit_test(test_clock_going_back_keeps_generations),
+        cmocka_unit_test(test_peer_routings_count_like_local_ones),
+        cmocka_unit_test(test_peer_blocks_age_from_their_arrival),
+        cmocka_unit_test(test_post_all_and_a_full_inbox),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

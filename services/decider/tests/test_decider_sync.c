@@ -1,7 +1,8 @@
 /*
  * Unit tests of decider_sync: the Clone pattern's sequences — snapshot plus buffered deltas,
  * live deltas, gaps, a restarted aggregator, overflow, timeout, reconnect, stray messages —
- * and that readers keep the old replica during a resync.
+ * and that readers keep the old replica during a resync; aggregator incarnations, and moving
+ * to the next aggregator when the one followed goes silent, disconnects or times out.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -39,6 +40,15 @@ static ipl_msg_t s_end(uint64_t seq)
 {
     ipl_msg_t m = {.type = IPL_MSG_SNAPSHOT_END};
     m.u.snapshot_end.seq = seq;
+    return m;
+}
+
+// The same messages from aggregator incarnation `inc`.
+static ipl_msg_t s_inc(ipl_msg_t m, uint64_t inc)
+{
+    if (m.type == IPL_MSG_LOAD) m.u.load.incarnation = inc;
+    if (m.type == IPL_MSG_KV_EVENT) m.u.kv_event.incarnation = inc;
+    if (m.type == IPL_MSG_SNAPSHOT_END) m.u.snapshot_end.incarnation = inc;
     return m;
 }
 
@@ -233,6 +243,118 @@ static void test_bad_messages_are_counted_not_fatal(void **state)
     decider_sync_destroy(&s);
 }
 
+static void test_incarnation_change_resyncs(void **state)
+{
+    (void)state;
+    decider_sync_t *s = s_synced(); // incarnation 0 (an aggregator that predates the field)
+    // A restarted aggregator whose seq happens to continue ours.
+    assert_int_equal(s_delta(s, s_inc(s_load(11, "w0", 4), 77), 5), DECIDER_SYNC_RESYNC);
+    assert_int_equal(decider_sync_last_reason(s), DECIDER_RESYNC_INCARNATION);
+    assert_string_equal(decider_sync_reason_name(DECIDER_RESYNC_INCARNATION), "incarnation");
+    assert_int_equal(s_waiting(s, "w0"), 1); // not applied to the old replica
+    decider_sync_requested(s, 5);
+    assert_int_equal(s_snap(s, s_inc(s_load(10, "w0", 2), 77), 6), DECIDER_SYNC_OK);
+    assert_int_equal(s_snap(s, s_inc(s_end(10), 77), 6), DECIDER_SYNC_OK);
+    // The delta that revealed the restart continues the new snapshot.
+    assert_int_equal(s_seq(s), 11);
+    assert_int_equal(s_waiting(s, "w0"), 4);
+    decider_sync_stats_t st;
+    decider_sync_stats(s, &st);
+    assert_true(st.incarnation == 77);
+    assert_int_equal(st.resyncs[DECIDER_RESYNC_INCARNATION], 1);
+    assert_int_equal(s_delta(s, s_inc(s_load(12, "w0", 5), 77), 7), DECIDER_SYNC_OK);
+    assert_int_equal(s_seq(s), 12);
+    decider_sync_destroy(&s);
+}
+
+static void test_buffered_deltas_of_other_incarnations(void **state)
+{
+    (void)state;
+    decider_sync_t *s = s_synced();
+    assert_int_equal(decider_sync_reset(s, DECIDER_RESYNC_RECONNECT), DECIDER_SYNC_RESYNC);
+    decider_sync_requested(s, 5);
+    // The previous life's last deltas, then the new one's: the old ones are dropped.
+    assert_int_equal(s_delta(s, s_inc(s_load(30, "w0", 9), 1), 5), DECIDER_SYNC_OK);
+    assert_int_equal(s_delta(s, s_inc(s_load(4, "w0", 6), 2), 5), DECIDER_SYNC_OK);
+    assert_int_equal(s_snap(s, s_inc(s_end(3), 2), 6), DECIDER_SYNC_OK);
+    assert_int_equal(s_seq(s), 4);
+    assert_int_equal(s_waiting(s, "w0"), 6);
+    // Snapshot from incarnation 2, but a delta of a newer life (3) came after its own:
+    // the aggregator restarted again meanwhile. Start over.
+    assert_int_equal(decider_sync_reset(s, DECIDER_RESYNC_RECONNECT), DECIDER_SYNC_RESYNC);
+    decider_sync_requested(s, 7);
+    assert_int_equal(s_delta(s, s_inc(s_load(5, "w0", 1), 2), 7), DECIDER_SYNC_OK);
+    assert_int_equal(s_delta(s, s_inc(s_load(1, "w0", 1), 3), 7), DECIDER_SYNC_OK);
+    assert_int_equal(s_snap(s, s_inc(s_end(4), 2), 8), DECIDER_SYNC_RESYNC);
+    assert_int_equal(decider_sync_last_reason(s), DECIDER_RESYNC_INCARNATION);
+    assert_int_equal(s_seq(s), 4); // the replica in use did not change
+    decider_sync_destroy(&s);
+}
+
+static void test_silence_disconnect_and_timeout_switch_sources(void **state)
+{
+    (void)state;
+    decider_sync_t *s = s_synced(); // synced at t=2, w0 known
+    decider_sync_set_sources(s, 2, 1000);
+    assert_int_equal(decider_sync_source(s), 0);
+    decider_sync_stats_t st;
+    decider_sync_stats(s, &st);
+    assert_int_equal(st.last_applied_ms, 2);
+    assert_int_equal(s_delta(s, s_load(11, "w0", 3), 500), DECIDER_SYNC_OK);
+    decider_sync_stats(s, &st);
+    assert_int_equal(st.last_applied_ms, 500);
+    assert_int_equal(decider_sync_tick(s, 1499), DECIDER_SYNC_OK);
+    // Silent for 1000 ms although heartbeats are due: follow the other aggregator.
+    assert_int_equal(decider_sync_tick(s, 1500), DECIDER_SYNC_SWITCH);
+    assert_int_equal(decider_sync_last_reason(s), DECIDER_RESYNC_SILENT);
+    assert_int_equal(decider_sync_source(s), 1);
+    assert_int_equal(s_seq(s), 11); // the old replica serves meanwhile
+    assert_int_equal(decider_sync_tick(s, 1501), DECIDER_SYNC_RESYNC); // not requested yet
+    decider_sync_requested(s, 1600);
+    // Its snapshot (its own seq and incarnation) replaces the replica.
+    assert_int_equal(s_snap(s, s_inc(s_load(40, "w0", 7), 9), 1700), DECIDER_SYNC_OK);
+    assert_int_equal(s_snap(s, s_inc(s_end(40), 9), 1700), DECIDER_SYNC_OK);
+    assert_int_equal(s_seq(s), 40);
+    assert_int_equal(s_waiting(s, "w0"), 7);
+    assert_int_equal(decider_sync_tick(s, 2600), DECIDER_SYNC_OK); // the snapshot was news
+    // Disconnected: back to the first one.
+    assert_int_equal(decider_sync_fail(s, DECIDER_RESYNC_DISCONNECTED), DECIDER_SYNC_SWITCH);
+    assert_int_equal(decider_sync_source(s), 0);
+    // A snapshot that times out moves on too, with several sources.
+    decider_sync_requested(s, 3000);
+    assert_int_equal(decider_sync_tick(s, 3999), DECIDER_SYNC_OK);
+    assert_int_equal(decider_sync_tick(s, 4000), DECIDER_SYNC_SWITCH);
+    assert_int_equal(decider_sync_last_reason(s), DECIDER_RESYNC_TIMEOUT);
+    assert_int_equal(decider_sync_source(s), 1);
+    decider_sync_stats(s, &st);
+    assert_int_equal(st.switches, 3);
+    assert_int_equal(st.source, 1);
+    assert_int_equal(st.resyncs[DECIDER_RESYNC_SILENT], 1);
+    assert_int_equal(st.resyncs[DECIDER_RESYNC_DISCONNECTED], 1);
+    assert_int_equal(st.resyncs[DECIDER_RESYNC_TIMEOUT], 1);
+    decider_sync_destroy(&s);
+}
+
+static void test_silence_without_workers_proves_nothing(void **state)
+{
+    (void)state;
+    decider_sync_t *s = decider_sync_new(100, 1000);
+    decider_sync_set_sources(s, 2, 1000);
+    assert_int_equal(decider_sync_tick(s, 0), DECIDER_SYNC_RESYNC);
+    decider_sync_requested(s, 0);
+    assert_int_equal(s_snap(s, s_end(5), 1), DECIDER_SYNC_OK); // an empty state
+    assert_int_equal(decider_sync_tick(s, 100000), DECIDER_SYNC_OK);
+    assert_int_equal(decider_sync_source(s), 0);
+    // One source: a failure follows the same one again (fresh sockets), no switch counted.
+    decider_sync_set_sources(s, 1, 1000);
+    assert_int_equal(decider_sync_fail(s, DECIDER_RESYNC_SILENT), DECIDER_SYNC_SWITCH);
+    assert_int_equal(decider_sync_source(s), 0);
+    decider_sync_stats_t st;
+    decider_sync_stats(s, &st);
+    assert_int_equal(st.switches, 0);
+    decider_sync_destroy(&s);
+}
+
 int main(void)
 {
     ipl_log_set_level(IPL_LOG_OFF);
@@ -243,6 +365,10 @@ int main(void)
         cmocka_unit_test(test_buffered_deltas_that_do_not_continue_the_snapshot),
         cmocka_unit_test(test_overflow_timeout_reconnect_and_stray),
         cmocka_unit_test(test_bad_messages_are_counted_not_fatal),
+        cmocka_unit_test(test_incarnation_change_resyncs),
+        cmocka_unit_test(test_buffered_deltas_of_other_incarnations),
+        cmocka_unit_test(test_silence_disconnect_and_timeout_switch_sources),
+        cmocka_unit_test(test_silence_without_workers_proves_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
