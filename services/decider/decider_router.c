@@ -1,14 +1,19 @@
 /*
- * decider_router — candidates, figures, strategies and the explanation (see the header).
+ * decider_router — candidates, figures, predictions, admission and the commit (see the header);
+ * the strategies themselves are in decider_strategies.c (contract: decider_pick.h).
  *
- * A decision runs in three steps:
- *   s_candidates  the pool's workers with load, in-flight and cached figures, and whether each
- *                 is healthy (has a sample, not DOWN) and its cache term can be trusted
- *   strategy      marks eligibility (the ttft load gate) and picks the winner, with a reason
- *   s_commit      records the routing in the ledger and updates the request-size average
+ * A decision runs in four steps:
+ *   s_candidates  the pool's workers with load, in-flight and cached figures, whether each is
+ *                 healthy (has a sample, not DOWN) and whether its cache term can be trusted,
+ *                 and every healthy one's features and predicted TTFT
+ *   s_admit       max_queue: candidates above it are out; none left → OVERLOADED
+ *   pick          the strategy marks eligibility and picks the winner, with a reason
+ *   s_commit      records the routing (ledger, in-flight tokens), learns the request size and
+ *                 counts the fallbacks
  */
 #include "decider_router.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -17,46 +22,39 @@
 #include <string.h>
 
 #include "decider_ledger.h"
+#include "decider_pick.h"
+#include "decider_strategies.h"
 #include "ipl_clock.h"
 #include "ipl_error.h"
 
 #define S_EWMA_ALPHA         0.1
 #define S_MIN_REQUEST_TOKENS 16.0
-#define S_TIE_EPSILON_S      1e-9
 
 struct decider_router {
     decider_router_config_t config;
-    pthread_mutex_t lock; // serialises decisions: ledger, EWMA, rng, scratch
+    pthread_mutex_t lock; // serialises decisions: ledger, EWMA, rng, memory, scratch, counters
     decider_ledger_t *ledger;
+    decider_predictor_t *predictor; // its own lock
+    decider_memory_t *memory;
     double mean_tokens;
     uint64_t rng;
+    uint64_t fallbacks[DECIDER_FALLBACK_NREASONS];
+    uint64_t exported[DECIDER_FALLBACK_NREASONS]; // already added to the metric
+    ipl_metric_t *m_fallbacks[DECIDER_FALLBACK_NREASONS];
     uint32_t index_prefix[IPL_INDEX_MAX_WORKERS];
     uint32_t ledger_prefix[IPL_INDEX_MAX_WORKERS];
 };
 
-// Working data of one decision.
-typedef struct {
-    decider_router_t *self;
-    const decider_request_t *req;
-    decider_decision_t *out;
-    uint64_t prompt_tokens;
-    uint64_t block_size; // the pool's
-    double mean_request_s;
-} s_ctx_t;
-
-typedef void(s_pick_fn)(s_ctx_t *ctx);
-
-static s_pick_fn s_pick_ttft, s_pick_least_loaded, s_pick_random;
-
-static const struct {
-    const char *name;
-    s_pick_fn *pick;
-} s_strategies[] = {
-    {"ttft", s_pick_ttft},
-    {"least-loaded", s_pick_least_loaded},
-    {"random", s_pick_random},
+static const char *const s_reasons[] = {
+    "cache_hit",   "least_loaded",  "load_gate",    "load_only",   "explore",
+    "random",      "round_robin",   "max_score",    "min_cost",    "imbalanced",
+    "cache_match", "smallest_tree", "prefix_match", "prefix_miss", "no_pool",
+    "no_worker",   "not_ready",     "bad_request",  "overloaded",  NULL,
 };
-#define S_NSTRATEGIES (sizeof s_strategies / sizeof s_strategies[0])
+
+static const char *const s_fallback_names[DECIDER_FALLBACK_NREASONS] = {
+    "stale", "degraded", "health", "block_size", "load_gate", "no_worker", "overloaded",
+};
 
 void decider_router_config_defaults(decider_router_config_t *config)
 {
@@ -69,19 +67,28 @@ void decider_router_config_defaults(decider_router_config_t *config)
         .optimistic_ttl_ms = 2000,
         .stale_ms = 5000,
         .seed = 0,
+        .base_s = 0.04,
     };
 }
 
 bool decider_router_strategy_known(const char *name)
 {
-    for (size_t i = 0; name && i < S_NSTRATEGIES; i++)
-        if (!strcmp(s_strategies[i].name, name)) return true;
-    return false;
+    return decider_strategy_known(name);
 }
 
 const char *decider_router_strategies(void)
 {
-    return "ttft, least-loaded, random";
+    return decider_strategy_list();
+}
+
+const char *const *decider_router_reasons(void)
+{
+    return s_reasons;
+}
+
+const char *decider_fallback_name(int reason)
+{
+    return reason >= 0 && reason < DECIDER_FALLBACK_NREASONS ? s_fallback_names[reason] : NULL;
 }
 
 void decider_decision_init(decider_decision_t *d)
@@ -112,10 +119,27 @@ decider_router_t *decider_router_new(const decider_router_config_t *config)
     decider_router_t *self = calloc(1, sizeof *self);
     if (!self) return NULL;
     self->config = *config;
-    if (!(self->config.prefill_tokens_per_s > 0)) self->config.prefill_tokens_per_s = 3000;
+    decider_router_config_t *c = &self->config;
+    if (!(c->prefill_tokens_per_s > 0)) c->prefill_tokens_per_s = 3000;
+    if (!(c->running_cost_s >= 0)) c->running_cost_s = 0;
+    if (!(c->base_s >= 0)) c->base_s = 0;
+    if (!(c->temperature_s >= 0)) c->temperature_s = 0;
+    if (!c->default_strategy || !decider_strategy_known(c->default_strategy))
+        c->default_strategy = "ttft";
     pthread_mutex_init(&self->lock, NULL);
+
+    decider_predictor_config_t pc;
+    decider_predictor_config_defaults(&pc);
+    pc.prior[0] = c->base_s;
+    pc.prior[1] = 0;
+    pc.prior[2] = 1.0 / c->prefill_tokens_per_s;
+    pc.prior[3] = c->running_cost_s;
+    pc.prior[4] = 1.0 / c->prefill_tokens_per_s;
+    if (c->forgetting > 0) pc.forgetting = c->forgetting;
     self->ledger = decider_ledger_new(config->optimistic_ttl_ms);
-    if (!self->ledger) {
+    self->predictor = decider_predictor_new(&pc);
+    self->memory = decider_memory_new();
+    if (!self->ledger || !self->predictor || !self->memory) {
         decider_router_destroy(&self);
         return NULL;
     }
@@ -131,20 +155,11 @@ void decider_router_destroy(decider_router_t **self_p)
     if (!self_p || !*self_p) return;
     decider_router_t *self = *self_p;
     decider_ledger_destroy(&self->ledger);
+    decider_predictor_destroy(&self->predictor);
+    decider_memory_destroy(&self->memory);
     pthread_mutex_destroy(&self->lock);
     free(self);
     *self_p = NULL;
-}
-
-// xorshift64*: a uniform integer in [0, n).
-static uint32_t s_random(decider_router_t *self, uint32_t n)
-{
-    uint64_t x = self->rng;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    self->rng = x;
-    return n ? (uint32_t)(((x * 0x2545F4914F6CDD1DULL) >> 32) % n) : 0;
 }
 
 static void s_fail(decider_decision_t *out, int status, const char *reason, const char *fmt, ...)
@@ -168,34 +183,80 @@ static const ipl_pool_t *s_find_pool(const ipl_policy_t *p, const char *model)
     return NULL;
 }
 
-static void s_note(decider_candidate_t *c, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void s_note(decider_candidate_t *c, const char *fmt, ...)
-{
-    size_t len = strlen(c->note);
-    if (len + 3 >= sizeof c->note) return;
-    if (len) {
-        strcpy(c->note + len, "; ");
-        len += 2;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->note + len, sizeof c->note - len, fmt, ap);
-    va_end(ap);
-}
-
 static const char *s_health_name(uint64_t health)
 {
     return health == IPL_HEALTH_UP ? "up" : health == IPL_HEALTH_DOWN ? "down" : "unknown";
 }
 
-// Step 1: the pool's workers with their figures. Returns the number of healthy ones.
-static uint32_t s_candidates(s_ctx_t *ctx, const ipl_policy_t *policy, const decider_state_t *state,
-                             uint64_t state_age_ms, uint64_t wall_ms, uint64_t mono_ms)
+// ---- step 1: candidates -----------------------------------------------------------------------
+
+typedef struct {
+    decider_pick_t pick;
+    bool oracle;       // strategy oracle with a hook: cached tokens are the truth
+    unsigned fallback; // bit per decider_fallback_t
+    int least_over;    // the least loaded candidate above max_queue, or -1
+} s_ctx_t;
+
+static void s_predict(decider_router_t *self, s_ctx_t *ctx)
 {
-    decider_router_t *self = ctx->self;
-    decider_decision_t *out = ctx->out;
-    const decider_request_t *req = ctx->req;
+    decider_decision_t *out = ctx->pick.out;
+    const char *set = NULL;
+    decider_model_t model;
+    for (uint32_t i = 0; i < out->ncands; i++) {
+        decider_candidate_t *c = &out->cands[i];
+        if (!c->healthy) continue;
+        if (!set || (c->set != set && strcmp(c->set, set))) {
+            set = c->set;
+            decider_predictor_model(self->predictor, set, &model);
+        }
+        c->x = (decider_features_t){
+            .queued = (double)c->queue,
+            .queued_tokens = (double)c->c.waiting * self->mean_tokens + c->inflight_tokens,
+            .running = (double)c->c.running,
+            .uncached_tokens = (double)(ctx->pick.prompt_tokens - c->c.cached_tokens),
+        };
+        c->c.predicted_ttft_s = decider_model_predict(&model, &c->x, &c->terms);
+    }
+}
+
+// Whether the cache term of a healthy candidate can be trusted; notes and counts why not.
+static bool s_cache_usable(s_ctx_t *ctx, decider_candidate_t *c, const decider_worker_t *w,
+                           bool fresh, bool sizes_match, uint64_t state_age_ms)
+{
+    if (!fresh) {
+        decider_candidate_note(c, "state stale (%llu ms): load only",
+                               (unsigned long long)state_age_ms);
+        ctx->fallback |= 1u << DECIDER_FALLBACK_STALE;
+        return false;
+    }
+    if (w->kv_state == IPL_KV_DEGRADED) {
+        decider_candidate_note(c, "kv degraded: load only");
+        ctx->fallback |= 1u << DECIDER_FALLBACK_DEGRADED;
+        return false;
+    }
+    if (w->health != IPL_HEALTH_UP) {
+        decider_candidate_note(c, "health %s: load only", s_health_name(w->health));
+        ctx->fallback |= 1u << DECIDER_FALLBACK_HEALTH;
+        return false;
+    }
+    if (!sizes_match) {
+        decider_candidate_note(c, "block size %llu != request's %llu: load only",
+                               (unsigned long long)ctx->pick.block_size,
+                               (unsigned long long)ctx->pick.req->block_size);
+        ctx->fallback |= 1u << DECIDER_FALLBACK_BLOCK_SIZE;
+        return false;
+    }
+    if (w->kv_state == IPL_KV_SYNCING) decider_candidate_note(c, "kv syncing");
+    return true;
+}
+
+// The pool's workers with their figures. Returns the number of healthy ones.
+static uint32_t s_candidates(decider_router_t *self, s_ctx_t *ctx, const ipl_policy_t *policy,
+                             const decider_state_t *state, uint64_t state_age_ms, uint64_t wall_ms,
+                             uint64_t mono_ms)
+{
+    decider_decision_t *out = ctx->pick.out;
+    const decider_request_t *req = ctx->pick.req;
     const ipl_pool_t *pool = out->pool;
 
     uint32_t n = 0;
@@ -208,23 +269,23 @@ static uint32_t s_candidates(s_ctx_t *ctx, const ipl_policy_t *policy, const dec
         out->cap = n;
     }
     // Block size: the pool's (the compiler guarantees one per pool).
-    ctx->block_size = 0;
-    for (uint32_t i = 0; i < policy->workers_len && !ctx->block_size; i++)
-        if (!strcmp(policy->workers[i].pool, pool->name))
-            ctx->block_size = policy->workers[i].block_size;
-    ctx->prompt_tokens =
-        req->prompt_tokens ? req->prompt_tokens : (uint64_t)req->nhashes * ctx->block_size;
-    bool sizes_match = !req->block_size || req->block_size == ctx->block_size;
+    uint64_t bs = 0;
+    for (uint32_t i = 0; i < policy->workers_len && !bs; i++)
+        if (!strcmp(policy->workers[i].pool, pool->name)) bs = policy->workers[i].block_size;
+    ctx->pick.block_size = bs;
+    ctx->pick.prompt_tokens = req->prompt_tokens ? req->prompt_tokens : (uint64_t)req->nhashes * bs;
+    out->prompt_tokens = ctx->pick.prompt_tokens;
+    bool sizes_match = !req->block_size || req->block_size == bs;
     bool fresh = state_age_ms <= self->config.stale_ms;
 
     const ipl_index_t *index = decider_state_index(state);
     size_t nworkers = (size_t)ipl_index_nworkers(index);
-    if (sizes_match && fresh && req->nhashes)
+    if (sizes_match && fresh && req->nhashes && !ctx->oracle)
         ipl_index_match(index, req->hashes, req->nhashes, self->index_prefix,
                         IPL_INDEX_MAX_WORKERS);
     else
         memset(self->index_prefix, 0, nworkers * sizeof *self->index_prefix);
-    if (sizes_match && req->nhashes)
+    if (sizes_match && req->nhashes && !ctx->oracle)
         decider_ledger_match(self->ledger, req->hashes, req->nhashes, self->ledger_prefix,
                              IPL_INDEX_MAX_WORKERS, mono_ms);
     else
@@ -240,241 +301,114 @@ static uint32_t s_candidates(s_ctx_t *ctx, const ipl_policy_t *policy, const dec
         c->c.worker = pw->name;
         c->c.url = pw->url;
         c->c.note = c->note;
+        c->set = pw->model;
         c->state_id = decider_state_find(state, pw->name);
         c->ledger_id = decider_ledger_worker(self->ledger, pw->name);
         const decider_worker_t *w = decider_state_worker(state, c->state_id);
         if (!w || !w->has_load) {
-            s_note(c, "no load sample yet");
+            decider_candidate_note(c, "no load sample yet");
             continue;
         }
         c->c.running = w->running;
         c->c.waiting = w->waiting;
         c->c.kv_usage = w->kv_usage;
-        c->c.inflight = decider_ledger_inflight(self->ledger, c->ledger_id, w->ts_ms, wall_ms);
+        c->num_blocks = w->num_blocks;
+        uint32_t inflight = decider_ledger_inflight(self->ledger, c->ledger_id, w->ts_ms, wall_ms);
+        c->c.inflight = inflight;
+        c->inflight_tokens =
+            (double)decider_ledger_inflight_tokens(self->ledger, c->ledger_id, w->ts_ms, wall_ms);
         c->queue = c->c.waiting + c->c.inflight;
         if (w->health == IPL_HEALTH_DOWN) {
-            s_note(c, "down");
+            decider_candidate_note(c, "down");
             continue;
         }
         c->healthy = true;
         healthy++;
-        c->cache_used = true;
-        if (!fresh) {
-            s_note(c, "state stale (%llu ms): load only", (unsigned long long)state_age_ms);
-            c->cache_used = false;
-        } else if (w->kv_state == IPL_KV_DEGRADED) {
-            s_note(c, "kv degraded: load only");
-            c->cache_used = false;
-        } else if (w->health != IPL_HEALTH_UP) {
-            s_note(c, "health %s: load only", s_health_name(w->health));
-            c->cache_used = false;
-        } else if (!sizes_match) {
-            s_note(c, "block size %llu != request's %llu: load only",
-                   (unsigned long long)ctx->block_size, (unsigned long long)req->block_size);
-            c->cache_used = false;
-        } else if (w->kv_state == IPL_KV_SYNCING) {
-            s_note(c, "kv syncing");
+        if (ctx->oracle) {
+            uint64_t truth = self->config.oracle(self->config.oracle_arg, pw->name, req);
+            c->cache_used = true;
+            c->c.cached_tokens = truth < ctx->pick.prompt_tokens ? truth : ctx->pick.prompt_tokens;
+            decider_candidate_note(c, "oracle: true cache");
+            continue;
         }
+        c->cache_used = s_cache_usable(ctx, c, w, fresh, sizes_match, state_age_ms);
         if (c->cache_used) {
             uint64_t blocks = 0;
             if (c->state_id >= 0 && (size_t)c->state_id < nworkers)
                 blocks = self->index_prefix[c->state_id];
             if (c->ledger_id >= 0 && self->ledger_prefix[c->ledger_id] > blocks)
                 blocks = self->ledger_prefix[c->ledger_id];
-            uint64_t tokens = blocks * ctx->block_size;
-            c->c.cached_tokens = tokens < ctx->prompt_tokens ? tokens : ctx->prompt_tokens;
+            uint64_t tokens = blocks * bs;
+            c->c.cached_tokens =
+                tokens < ctx->pick.prompt_tokens ? tokens : ctx->pick.prompt_tokens;
         }
     }
-    // Everyone's predicted TTFT, whatever the strategy, so explanations compare like with like.
-    ctx->mean_request_s = self->mean_tokens / self->config.prefill_tokens_per_s;
+    s_predict(self, ctx);
+    return healthy;
+}
+
+// ---- step 2: admission ------------------------------------------------------------------------
+
+// max_queue: a candidate above it is not eligible. Returns the healthy ones left.
+static uint32_t s_admit(decider_router_t *self, s_ctx_t *ctx, uint32_t healthy)
+{
+    uint64_t max = self->config.max_queue;
+    decider_decision_t *out = ctx->pick.out;
+    if (!max) return healthy;
     for (uint32_t i = 0; i < out->ncands; i++) {
         decider_candidate_t *c = &out->cands[i];
-        if (!c->healthy) continue;
-        c->c.predicted_ttft_s =
-            (double)c->queue * ctx->mean_request_s +
-            (double)c->c.running * self->config.running_cost_s +
-            (double)(ctx->prompt_tokens - c->c.cached_tokens) / self->config.prefill_tokens_per_s;
+        if (!c->healthy || c->queue <= max) continue;
+        if (ctx->least_over < 0 || c->queue < out->cands[ctx->least_over].queue)
+            ctx->least_over = (int)i;
+        c->healthy = false;
+        healthy--;
+        decider_candidate_note(c, "queue %llu above the max queue %llu",
+                               (unsigned long long)c->queue, (unsigned long long)max);
     }
     return healthy;
 }
 
-static void s_win(s_ctx_t *ctx, int winner, const char *reason)
+static void s_no_worker(decider_decision_t *out)
 {
-    decider_decision_t *out = ctx->out;
-    out->winner = winner;
-    out->reason = reason;
-    out->status = IPL_ROUTE_OK;
-    out->cands[winner].c.eligible = true;
-}
-
-// Marks every healthy candidate eligible (baselines without a gate).
-static void s_all_healthy_eligible(s_ctx_t *ctx)
-{
-    for (uint32_t i = 0; i < ctx->out->ncands; i++)
-        ctx->out->cands[i].c.eligible = ctx->out->cands[i].healthy;
-}
-
-// Picks uniformly among the eligible candidates for which better(i, best) is 0 (ties).
-typedef int(s_cmp_fn)(const decider_candidate_t *a, const decider_candidate_t *b);
-
-static int s_best(s_ctx_t *ctx, s_cmp_fn *cmp)
-{
-    decider_decision_t *out = ctx->out;
-    int best = -1;
-    uint32_t ties = 0;
-    for (uint32_t i = 0; i < out->ncands; i++) {
-        if (!out->cands[i].c.eligible) continue;
-        int order = best < 0 ? -1 : cmp(&out->cands[i], &out->cands[best]);
-        if (order < 0) {
-            best = (int)i;
-            ties = 1;
-        } else if (order == 0 && s_random(ctx->self, ++ties) == 0) {
-            best = (int)i; // reservoir sampling: each tie equally likely
-        }
-    }
-    return best;
-}
-
-static int s_cmp_ttft(const decider_candidate_t *a, const decider_candidate_t *b)
-{
-    double d = a->c.predicted_ttft_s - b->c.predicted_ttft_s;
-    if (d < -S_TIE_EPSILON_S) return -1;
-    if (d > S_TIE_EPSILON_S) return 1;
-    return (a->queue > b->queue) - (a->queue < b->queue);
-}
-
-static int s_cmp_load(const decider_candidate_t *a, const decider_candidate_t *b)
-{
-    if (a->queue != b->queue) return a->queue < b->queue ? -1 : 1;
-    return (a->c.running > b->c.running) - (a->c.running < b->c.running);
-}
-
-static double s_ms(double s)
-{
-    return s * 1000.0;
-}
-
-static void s_pick_ttft(s_ctx_t *ctx)
-{
-    decider_decision_t *out = ctx->out;
-    uint64_t gate = ctx->self->config.load_gate;
-    uint64_t least = UINT64_MAX;
-    for (uint32_t i = 0; i < out->ncands; i++)
-        if (out->cands[i].healthy && out->cands[i].queue < least) least = out->cands[i].queue;
-    // The best prediction before the gate, to tell whether the gate changed the outcome.
-    int ungated = -1;
-    for (uint32_t i = 0; i < out->ncands; i++) {
-        decider_candidate_t *c = &out->cands[i];
-        if (!c->healthy) continue;
-        if (ungated < 0 || s_cmp_ttft(c, &out->cands[ungated]) < 0) ungated = (int)i;
-        c->c.eligible = c->queue <= least + gate;
-        if (!c->c.eligible)
-            s_note(c, "load gate: queue %llu > least loaded %llu + %llu",
-                   (unsigned long long)c->queue, (unsigned long long)least,
-                   (unsigned long long)gate);
-    }
-    int w = s_best(ctx, s_cmp_ttft);
-    const decider_candidate_t *win = &out->cands[w];
-    int runner = -1; // best other eligible, for the explanation
-    for (uint32_t i = 0; i < out->ncands; i++)
-        if ((int)i != w && out->cands[i].c.eligible &&
-            (runner < 0 || s_cmp_ttft(&out->cands[i], &out->cands[runner]) < 0))
-            runner = (int)i;
-    char next[160] = "";
-    if (runner >= 0)
-        snprintf(next, sizeof next, "; next best %s %.1f ms%s", out->cands[runner].c.worker,
-                 s_ms(out->cands[runner].c.predicted_ttft_s),
-                 s_cmp_ttft(&out->cands[runner], win) == 0 ? " (a tie, broken at random)" : "");
-
-    const decider_candidate_t *best = &out->cands[ungated];
-    if (!best->c.eligible && best->c.cached_tokens > win->c.cached_tokens) {
-        s_win(ctx, w, "load_gate");
-        snprintf(out->detail, sizeof out->detail,
-                 "%s holds %llu cached tokens but its queue %llu exceeds the least loaded (%llu) "
-                 "by more than %llu; chose %s: predicted TTFT %.1f ms, %llu cached tokens%s",
-                 best->c.worker, (unsigned long long)best->c.cached_tokens,
-                 (unsigned long long)best->queue, (unsigned long long)least,
-                 (unsigned long long)gate, win->c.worker, s_ms(win->c.predicted_ttft_s),
-                 (unsigned long long)win->c.cached_tokens, next);
-    } else if (win->c.cached_tokens > 0) {
-        s_win(ctx, w, "cache_hit");
-        snprintf(out->detail, sizeof out->detail,
-                 "%s has %llu of %llu prompt tokens cached, queue %llu: predicted TTFT %.1f ms%s",
-                 win->c.worker, (unsigned long long)win->c.cached_tokens,
-                 (unsigned long long)ctx->prompt_tokens, (unsigned long long)win->queue,
-                 s_ms(win->c.predicted_ttft_s), next);
-    } else if (!win->cache_used) {
-        s_win(ctx, w, "load_only");
-        snprintf(out->detail, sizeof out->detail,
-                 "cache state of %s not usable (%s); by load: queue %llu, predicted TTFT %.1f ms%s",
-                 win->c.worker, win->note, (unsigned long long)win->queue,
-                 s_ms(win->c.predicted_ttft_s), next);
-    } else {
-        s_win(ctx, w, "least_loaded");
-        snprintf(out->detail, sizeof out->detail,
-                 "no worker holds a prefix of the prompt; %s has the shortest predicted wait "
-                 "(queue %llu, running %llu): predicted TTFT %.1f ms%s",
-                 win->c.worker, (unsigned long long)win->queue, (unsigned long long)win->c.running,
-                 s_ms(win->c.predicted_ttft_s), next);
-    }
-}
-
-static void s_pick_least_loaded(s_ctx_t *ctx)
-{
-    decider_decision_t *out = ctx->out;
-    s_all_healthy_eligible(ctx);
-    int w = s_best(ctx, s_cmp_load);
-    s_win(ctx, w, "least_loaded");
-    snprintf(out->detail, sizeof out->detail,
-             "strategy least-loaded: %s has the shortest queue (%llu waiting + in flight, %llu "
-             "running)",
-             out->cands[w].c.worker, (unsigned long long)out->cands[w].queue,
-             (unsigned long long)out->cands[w].c.running);
-}
-
-static void s_pick_random(s_ctx_t *ctx)
-{
-    decider_decision_t *out = ctx->out;
-    s_all_healthy_eligible(ctx);
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < out->ncands; i++)
-        n += out->cands[i].c.eligible;
-    uint32_t k = s_random(ctx->self, n);
-    for (uint32_t i = 0; i < out->ncands; i++)
-        if (out->cands[i].c.eligible && k-- == 0) {
-            s_win(ctx, (int)i, "random");
-            snprintf(out->detail, sizeof out->detail,
-                     "strategy random: %s drawn uniformly from %u eligible workers",
-                     out->cands[i].c.worker, n);
-            return;
-        }
-}
-
-// Step 3: remember the routing (in flight, optimistic blocks) and learn the request size.
-static void s_commit(s_ctx_t *ctx, uint64_t wall_ms, uint64_t mono_ms)
-{
-    decider_router_t *self = ctx->self;
-    decider_decision_t *out = ctx->out;
-    decider_candidate_t *win = &out->cands[out->winner];
-    const decider_request_t *req = ctx->req;
-    bool sizes_match = !req->block_size || req->block_size == ctx->block_size;
-    decider_ledger_routed(self->ledger, win->ledger_id, req->hashes, sizes_match ? req->nhashes : 0,
-                          wall_ms, mono_ms);
-    double uncached = (double)(ctx->prompt_tokens - win->c.cached_tokens);
-    self->mean_tokens += S_EWMA_ALPHA * (uncached - self->mean_tokens);
-    if (self->mean_tokens < S_MIN_REQUEST_TOKENS) self->mean_tokens = S_MIN_REQUEST_TOKENS;
-}
-
-static void s_no_worker(s_ctx_t *ctx)
-{
-    decider_decision_t *out = ctx->out;
-    char why[384] = "";
+    char why[512] = "";
     size_t off = 0;
     for (uint32_t i = 0; i < out->ncands && off < sizeof why; i++)
         off += snprintf(why + off, sizeof why - off, "%s%s %s", i ? ", " : "",
                         out->cands[i].c.worker, out->cands[i].note);
     s_fail(out, IPL_ROUTE_NO_WORKER, "no_worker", "no worker of pool \"%s\" can take requests%s%s",
            out->pool->name, out->ncands ? ": " : " (it has no workers)", why);
+}
+
+static void s_overloaded(decider_router_t *self, const s_ctx_t *ctx)
+{
+    decider_decision_t *out = ctx->pick.out;
+    const decider_candidate_t *least = &out->cands[ctx->least_over];
+    s_fail(out, IPL_ROUTE_OVERLOADED, "overloaded",
+           "every worker of pool \"%s\" has more than %llu requests queued (least: %s with %llu, "
+           "predicted TTFT %.1f ms); retry later",
+           out->pool->name, (unsigned long long)self->config.max_queue, least->c.worker,
+           (unsigned long long)least->queue, least->c.predicted_ttft_s * 1000.0);
+}
+
+// ---- step 4: commit ---------------------------------------------------------------------------
+
+static void s_commit(decider_router_t *self, s_ctx_t *ctx, uint64_t wall_ms, uint64_t mono_ms)
+{
+    decider_decision_t *out = ctx->pick.out;
+    decider_candidate_t *win = &out->cands[out->winner];
+    const decider_request_t *req = ctx->pick.req;
+    bool sizes_match = !req->block_size || req->block_size == ctx->pick.block_size;
+    uint64_t uncached = ctx->pick.prompt_tokens - win->c.cached_tokens;
+    decider_ledger_record(self->ledger, win->ledger_id, req->hashes, sizes_match ? req->nhashes : 0,
+                          uncached, wall_ms, mono_ms);
+    self->mean_tokens += S_EWMA_ALPHA * ((double)uncached - self->mean_tokens);
+    if (self->mean_tokens < S_MIN_REQUEST_TOKENS) self->mean_tokens = S_MIN_REQUEST_TOKENS;
+}
+
+static void s_count(decider_router_t *self, unsigned bits)
+{
+    for (int r = 0; r < DECIDER_FALLBACK_NREASONS; r++)
+        if (bits & (1u << r)) self->fallbacks[r]++;
 }
 
 int decider_router_route_at(decider_router_t *self, const ipl_policy_t *policy,
@@ -502,15 +436,10 @@ int decider_router_route_at(decider_router_t *self, const ipl_policy_t *policy,
     const char *strategy = req->strategy && *req->strategy ? req->strategy
                            : *out->pool->strategy          ? out->pool->strategy
                                                            : self->config.default_strategy;
-    s_pick_fn *pick = NULL;
-    for (size_t i = 0; i < S_NSTRATEGIES; i++)
-        if (!strcmp(s_strategies[i].name, strategy)) {
-            pick = s_strategies[i].pick;
-            out->strategy = s_strategies[i].name;
-        }
+    decider_pick_fn *pick = decider_strategy_pick(strategy, &out->strategy);
     if (!pick) {
         s_fail(out, IPL_ROUTE_BAD_REQUEST, "bad_request", "unknown strategy \"%s\" (known: %s)",
-               strategy, decider_router_strategies());
+               strategy, decider_strategy_list());
         return out->status;
     }
     if (!state) {
@@ -521,19 +450,37 @@ int decider_router_route_at(decider_router_t *self, const ipl_policy_t *policy,
     out->state_seq = decider_state_seq(state);
 
     pthread_mutex_lock(&self->lock);
-    s_ctx_t ctx = {.self = self, .req = req, .out = out};
-    uint32_t healthy = s_candidates(&ctx, policy, state, state_age_ms, wall_ms, mono_ms);
+    s_ctx_t ctx = {
+        .pick = {.config = &self->config,
+                 .req = req,
+                 .out = out,
+                 .rng = &self->rng,
+                 .memory = decider_memory_pool(self->memory, out->pool->name),
+                 .mono_ms = mono_ms},
+        .oracle = self->config.oracle && !strcmp(out->strategy, "oracle"),
+        .least_over = -1,
+    };
+    uint32_t healthy = s_candidates(self, &ctx, policy, state, state_age_ms, wall_ms, mono_ms);
+    uint32_t admitted = s_admit(self, &ctx, healthy);
     if (healthy == 0) {
-        s_no_worker(&ctx);
+        s_no_worker(out);
+        ctx.fallback |= 1u << DECIDER_FALLBACK_NO_WORKER;
+    } else if (admitted == 0) {
+        s_overloaded(self, &ctx);
+        ctx.fallback |= 1u << DECIDER_FALLBACK_OVERLOADED;
     } else {
-        pick(&ctx);
-        s_commit(&ctx, wall_ms, mono_ms);
+        pick(&ctx.pick);
+        s_commit(self, &ctx, wall_ms, mono_ms);
+        if (!strcmp(out->reason, "load_gate")) ctx.fallback |= 1u << DECIDER_FALLBACK_LOAD_GATE;
         decider_candidate_t *win = &out->cands[out->winner];
         for (uint32_t i = 0; i < policy->workers_len; i++)
             if (policy->workers[i].name == win->c.worker) out->worker = &policy->workers[i];
         out->predicted_ttft_s = win->c.predicted_ttft_s;
         out->cached_tokens = win->c.cached_tokens;
+        out->set = win->set;
+        out->features = win->x;
     }
+    s_count(self, ctx.fallback);
     pthread_mutex_unlock(&self->lock);
     return out->status;
 }
@@ -544,6 +491,19 @@ int decider_router_route(decider_router_t *self, const ipl_policy_t *policy,
 {
     return decider_router_route_at(self, policy, state, state_age_ms, req, out, ipl_wall_ms(),
                                    ipl_mono_ms());
+}
+
+// ---- feedback, figures ------------------------------------------------------------------------
+
+int decider_router_observe(decider_router_t *self, const char *set,
+                           const decider_features_t *features, double ttft_s)
+{
+    return decider_predictor_observe(self->predictor, set, features, ttft_s);
+}
+
+decider_predictor_t *decider_router_predictor(decider_router_t *self)
+{
+    return self->predictor;
 }
 
 double decider_router_mean_request_tokens(decider_router_t *self)
@@ -560,4 +520,82 @@ size_t decider_router_optimistic_blocks(decider_router_t *self)
     size_t n = decider_ledger_memberships(self->ledger);
     pthread_mutex_unlock(&self->lock);
     return n;
+}
+
+void decider_router_fallbacks(decider_router_t *self, uint64_t counts[DECIDER_FALLBACK_NREASONS])
+{
+    pthread_mutex_lock(&self->lock);
+    memcpy(counts, self->fallbacks, sizeof self->fallbacks);
+    pthread_mutex_unlock(&self->lock);
+}
+
+// ---- admin ------------------------------------------------------------------------------------
+
+static void s_collect(void *arg, ipl_metrics_t *metrics)
+{
+    (void)metrics;
+    decider_router_t *self = arg;
+    pthread_mutex_lock(&self->lock);
+    for (int r = 0; r < DECIDER_FALLBACK_NREASONS; r++) {
+        if (self->m_fallbacks[r] && self->fallbacks[r] > self->exported[r])
+            ipl_metric_add(self->m_fallbacks[r], (double)(self->fallbacks[r] - self->exported[r]));
+        self->exported[r] = self->fallbacks[r];
+    }
+    pthread_mutex_unlock(&self->lock);
+}
+
+static void s_debug_model(void *arg, const ipl_http_req_t *hreq, ipl_http_resp_t *resp)
+{
+    (void)hreq;
+    decider_router_t *self = arg;
+    char *pjson = decider_predictor_json(self->predictor);
+    cJSON *root = cJSON_CreateObject();
+    cJSON *pred = pjson ? cJSON_Parse(pjson) : NULL;
+    free(pjson);
+    if (!root || !pred) {
+        cJSON_Delete(root);
+        cJSON_Delete(pred);
+        ipl_http_resp_error(resp, 500, "server_error", "out of memory");
+        return;
+    }
+    const decider_router_config_t *c = &self->config;
+    cJSON *r = cJSON_AddObjectToObject(root, "router");
+    cJSON_AddStringToObject(r, "default_strategy", c->default_strategy);
+    cJSON_AddStringToObject(r, "strategies", decider_strategy_list());
+    cJSON_AddNumberToObject(r, "load_gate", (double)c->load_gate);
+    cJSON_AddNumberToObject(r, "max_queue", (double)c->max_queue);
+    cJSON_AddNumberToObject(r, "temperature_s", c->temperature_s);
+    cJSON_AddNumberToObject(r, "stale_ms", (double)c->stale_ms);
+    cJSON_AddNumberToObject(r, "optimistic_ttl_ms", (double)c->optimistic_ttl_ms);
+    cJSON_AddNumberToObject(r, "mean_request_tokens", decider_router_mean_request_tokens(self));
+    cJSON_AddStringToObject(r, "worker_set_key", "the worker's served model (spec.model)");
+    cJSON_AddStringToObject(r, "observations",
+                            "decider_router_observe(); not yet fed from live request records");
+    uint64_t counts[DECIDER_FALLBACK_NREASONS];
+    decider_router_fallbacks(self, counts);
+    cJSON *fb = cJSON_AddObjectToObject(root, "fallbacks");
+    for (int i = 0; i < DECIDER_FALLBACK_NREASONS; i++)
+        cJSON_AddNumberToObject(fb, s_fallback_names[i], (double)counts[i]);
+    cJSON_AddItemToObject(root, "predictor", pred);
+    ipl_http_resp_json(resp, 200, &root);
+}
+
+void decider_router_register_admin(decider_router_t *self, ipl_httpd_t *httpd,
+                                   ipl_metrics_t *metrics)
+{
+    if (httpd) ipl_httpd_route(httpd, "GET", "/debug/model", s_debug_model, self);
+    if (!metrics) return;
+    char labels[64];
+    pthread_mutex_lock(&self->lock);
+    for (int r = 0; r < DECIDER_FALLBACK_NREASONS; r++) {
+        snprintf(labels, sizeof labels, "reason=\"%s\"", s_fallback_names[r]);
+        self->m_fallbacks[r] =
+            ipl_metrics_counter(metrics, "inferplane_decider_fallbacks_total",
+                                "Decisions that fell back (load-only cache terms, the load gate, "
+                                "rejections), by reason.",
+                                labels);
+        self->exported[r] = 0;
+    }
+    pthread_mutex_unlock(&self->lock);
+    ipl_metrics_on_collect(metrics, s_collect, self);
 }

@@ -1,36 +1,42 @@
 /*
  * decider_router — the choice: for one request, every candidate worker of the model's pool
- * with its figures, and the winner under the pool's strategy.
+ * with its figures and predicted TTFT, and the winner under the pool's strategy.
  *
  * Inputs: the compiled policy (which pool serves the model, its workers, its strategy), the
- * state replica (prefix index, last load samples), and the router's own ledger of what it
- * routed (in-flight requests, optimistic blocks; decider_ledger).
+ * state replica (prefix index, last load samples), the router's own ledger of what it routed
+ * (in-flight requests, optimistic blocks; decider_ledger) and the TTFT predictor
+ * (decider_predictor, calibrated per worker set).
  *
- * Per candidate W (strategy "ttft", the default):
+ * Per candidate W, whatever the strategy (so explanations compare like with like):
  *
- *   cached(W)    = min(prompt_tokens, block_size × max(index prefix, optimistic prefix))
- *                  — 0 when W's cache state cannot be trusted (kv_state DEGRADED, health not
- *                  UP, state stale, block size differs from the request's): load only
- *   queue(W)     = waiting + inflight      (inflight: routed here after W's last sample)
- *   ttft(W)      = queue × mean_request_s + running × running_cost_s
- *                + (prompt_tokens − cached) / prefill_tokens_per_s
- *   mean_request_s = mean uncached tokens of the requests routed so far (EWMA)
- *                    / prefill_tokens_per_s
+ *   cached(W)   = min(prompt_tokens, block_size × max(index prefix, optimistic prefix))
+ *                 — 0 when W's cache state cannot be trusted (kv_state DEGRADED, health not
+ *                 UP, state stale, block size differs from the request's): load only
+ *   queue(W)    = waiting + inflight        (inflight: routed here after W's last sample)
+ *   features    queued = queue(W); queued_tokens = waiting × mean uncached tokens per request
+ *               (EWMA) + the uncached tokens of the requests in flight; running; uncached =
+ *               prompt − cached(W)
+ *   ttft(W)     = decider_predictor's model of W's worker set (decider_predictor.h)
  *
- *   load gate: W is not eligible when queue(W) > min queue + load_gate, so that a hot prefix
- *   never piles every request onto one worker. The minimum ttft among eligible workers wins;
- *   exact ties go to the shorter queue, then at random.
+ * The worker set of W is named by W's served model (ipl_worker_t.model, the worker set's
+ * spec.model): the compiled policy does not carry worker-set names yet.
  *
- * Baselines: "least-loaded" (shortest queue, then fewest running, then random) and "random"
- * (uniform among eligible workers). New strategies are one entry in s_strategies (.c).
+ * Strategies (decider_strategies.h has the list and the sources): "ttft" (the default) keeps
+ * the candidates whose queue is within load_gate of the least loaded one and picks the minimum
+ * predicted TTFT — or, with temperature_s > 0, samples with probability ∝ exp(−ttft/T) — and
+ * says why; the baselines follow their published descriptions.
+ *
+ * Admission, before any strategy: no healthy candidate → NO_WORKER (503); with max_queue > 0,
+ * a candidate whose queue exceeds it is not eligible, and when that leaves none → OVERLOADED
+ * (429). Fallbacks (load-only cache terms, the load gate, rejections) are counted by reason
+ * (decider_router_fallbacks).
  *
  * Not eligible ever: workers with no load sample yet, and health DOWN.
  *
- * Reasons (decision.reason): cache_hit, least_loaded, load_gate, load_only, random, and for
- * failures no_pool (404), no_worker (503), not_ready (503), bad_request (400).
+ * Reasons (decision.reason, static): decider_router_reasons() lists them all.
  *
- * Thread-safe: decisions are serialised by an internal mutex (the ledger and the EWMA are
- * shared); the caller holds the state's read lock around a decision.
+ * Thread-safe: decisions are serialised by an internal mutex (the ledger, the EWMA and the
+ * strategies' memory are shared); the caller holds the state's read lock around a decision.
  */
 #ifndef DECIDER_ROUTER_H
 #define DECIDER_ROUTER_H
@@ -39,29 +45,49 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "decider_predictor.h"
 #include "decider_state.h"
+#include "ipl_httpd.h"
+#include "ipl_metrics.h"
 #include "ipl_proto.h"
+
+typedef struct decider_request decider_request_t;
+
+/* Oracle hook (measurement only, e.g. clustersim): the tokens of `req`'s prompt that worker
+ * `worker` truly holds in its cache right now. Called under the router's mutex, once per
+ * healthy candidate of a decision with strategy "oracle". */
+typedef uint64_t(decider_oracle_fn)(void *arg, const char *worker, const decider_request_t *req);
 
 typedef struct {
     const char *default_strategy;  /* when neither the request nor the pool names one */
-    double prefill_tokens_per_s;   /* prefill speed of a worker */
-    double running_cost_s;         /* added queue wait per running request */
+    double prefill_tokens_per_s;   /* predictor prior: prefill speed of a worker */
+    double running_cost_s;         /* predictor prior: added wait per running request */
     double initial_request_tokens; /* mean uncached tokens per request before any was seen */
     uint64_t load_gate;            /* queue excess over the least-loaded that disqualifies */
     uint64_t optimistic_ttl_ms;    /* optimistic blocks last this long (0: off) */
     uint64_t stale_ms;             /* state silent longer than this: cache terms ignored */
-    uint64_t seed;                 /* tie-breaks and "random" */
+    uint64_t seed;                 /* tie-breaks, sampling and "random" */
+    /* Added with the predictor and the baselines; zero keeps the behaviour noted. */
+    double base_s;             /* predictor prior: fixed part of a TTFT (0: none) */
+    double temperature_s;      /* ttft: softmax sampling over −ttft/T; 0: argmin */
+    uint64_t max_queue;        /* a queue above this is not eligible; all above → 429 (0: off) */
+    double forgetting;         /* predictor's λ (0: its default, 0.995) */
+    decider_oracle_fn *oracle; /* strategy "oracle": true cached tokens (NULL: use the index) */
+    void *oracle_arg;
 } decider_router_config_t;
 
-/* Fills the defaults: ttft, 3000 tokens/s, 5 ms, 256 tokens, gate 4, TTL 2000, stale 5000. */
+/* Fills the defaults: ttft, 3000 tokens/s, 5 ms, 256 tokens, gate 4, TTL 2000, stale 5000,
+ * base 0.04 s, temperature 0, max queue 0 (off), no oracle. */
 void decider_router_config_defaults(decider_router_config_t *config);
 
-/* True when `name` is a strategy this router implements. */
+/* True when `name` is a strategy this router implements (decider_strategy_known). */
 bool decider_router_strategy_known(const char *name);
-/* Comma-separated strategy names ("ttft, least-loaded, random"), static. */
+/* Comma-separated strategy names ("ttft, oracle, random, ..."), static. */
 const char *decider_router_strategies(void);
+/* Every reason a decision can carry, NULL-terminated (for metrics labels). */
+const char *const *decider_router_reasons(void);
 
-typedef struct {
+struct decider_request {
     const char *model;
     const char *tenant;     /* may be NULL */
     const char *strategy;   /* NULL or "": the pool's */
@@ -69,31 +95,41 @@ typedef struct {
     uint64_t block_size;    /* that the hashes were computed with; 0: the pool's */
     const uint64_t *hashes;
     size_t nhashes;
-} decider_request_t;
+    const void *user; /* opaque, for the oracle hook (NULL in the live decider) */
+};
 
-/* One candidate: the wire figures plus room for its note. */
+/* One candidate: the wire figures plus what the choice was made of. */
 typedef struct {
     ipl_candidate_t c; /* c.worker and c.url borrowed from the policy; c.note → note */
-    char note[160];
+    char note[256];
     uint64_t queue;  /* waiting + inflight */
     bool cache_used; /* cache term trusted */
-    bool healthy;    /* eligible before the load gate */
+    bool healthy;    /* could be chosen before strategy-specific gates */
     int state_id, ledger_id;
+    const char *set;        /* worker set (predictor key), borrowed from the policy */
+    decider_features_t x;   /* the predictor's input */
+    decider_terms_t terms;  /* the prediction, by part (terms.total_s = c.predicted_ttft_s) */
+    double inflight_tokens; /* uncached prompt tokens routed here since the last sample */
+    uint64_t num_blocks;    /* KV capacity in blocks (last sample; 0 unknown) */
+    double score;           /* the strategy's own figure (score, cost, match), see its note */
 } decider_candidate_t;
 
-/* A decision. Strings (pool, worker, url, model) are borrowed from the policy snapshot used
- * to decide: keep it referenced while the decision is used. Reusable across decisions. */
+/* A decision. Strings (pool, worker, url, model, set) are borrowed from the policy snapshot
+ * used to decide: keep it referenced while the decision is used. Reusable across decisions. */
 typedef struct {
     int status;         /* IPL_ROUTE_* */
     const char *reason; /* static */
-    char detail[512];
+    char detail[768];
     const char *strategy;
     const ipl_pool_t *pool;     /* NULL unless a pool was found */
     const ipl_worker_t *worker; /* the winner, or NULL */
     int winner;                 /* index in cands, or -1 */
     double predicted_ttft_s;
     uint64_t cached_tokens;
+    uint64_t prompt_tokens;
     uint64_t state_seq;
+    const char *set;             /* the winner's worker set, for decider_router_observe */
+    decider_features_t features; /* the winner's features, for decider_router_observe */
     decider_candidate_t *cands;
     uint32_t ncands, cap;
 } decider_decision_t;
@@ -113,14 +149,46 @@ void decider_router_destroy(decider_router_t **self_p);
 int decider_router_route(decider_router_t *self, const ipl_policy_t *policy,
                          const decider_state_t *state, uint64_t state_age_ms,
                          const decider_request_t *req, decider_decision_t *out);
-/* The same at given clocks (tests): `wall_ms` compares with load samples' ts_ms. */
+/* The same at given clocks (tests, clustersim): `wall_ms` compares with load samples' ts_ms,
+ * `mono_ms` drives the optimistic TTL and the baselines' history eviction. */
 int decider_router_route_at(decider_router_t *self, const ipl_policy_t *policy,
                             const decider_state_t *state, uint64_t state_age_ms,
                             const decider_request_t *req, decider_decision_t *out, uint64_t wall_ms,
                             uint64_t mono_ms);
 
+/* Feeds one observed TTFT back to the predictor: `set` and `features` as in the decision
+ * (decision.set, decision.features), `ttft_s` as measured. Returns decider_predictor_observe's
+ * code. Thread-safe. */
+int decider_router_observe(decider_router_t *self, const char *set,
+                           const decider_features_t *features, double ttft_s);
+/* The predictor (borrowed, thread-safe), e.g. to set a worker set's network latency. */
+decider_predictor_t *decider_router_predictor(decider_router_t *self);
+
 /* The mean uncached tokens per request the predictor uses now. */
 double decider_router_mean_request_tokens(decider_router_t *self);
 size_t decider_router_optimistic_blocks(decider_router_t *self);
+
+/* Fallbacks, counted once per decision and reason. */
+typedef enum {
+    DECIDER_FALLBACK_STALE,      /* state stale: every cache term ignored (load only) */
+    DECIDER_FALLBACK_DEGRADED,   /* a candidate's KV state DEGRADED: its cache ignored */
+    DECIDER_FALLBACK_HEALTH,     /* a candidate's health unknown: its cache ignored */
+    DECIDER_FALLBACK_BLOCK_SIZE, /* request hashed with another block size: load only */
+    DECIDER_FALLBACK_LOAD_GATE,  /* the load gate overruled the best prediction */
+    DECIDER_FALLBACK_NO_WORKER,  /* rejected: no healthy candidate (503) */
+    DECIDER_FALLBACK_OVERLOADED, /* rejected: every candidate above max_queue (429) */
+    DECIDER_FALLBACK_NREASONS
+} decider_fallback_t;
+
+const char *decider_fallback_name(int reason); /* "stale", ...; NULL out of range */
+/* Copies the counters (since the router was created). Thread-safe. */
+void decider_router_fallbacks(decider_router_t *self, uint64_t counts[DECIDER_FALLBACK_NREASONS]);
+
+/* Admin: registers GET /debug/model (the predictor's parameters and errors per worker set, the
+ * router's settings, the fallback counters) on `httpd`, and the counter family
+ * inferplane_decider_fallbacks_total{reason} on `metrics` (either may be NULL). The router
+ * must outlive both. */
+void decider_router_register_admin(decider_router_t *self, ipl_httpd_t *httpd,
+                                   ipl_metrics_t *metrics);
 
 #endif

@@ -26,13 +26,16 @@
 
 #include <yaml.h>
 
+#include "decider/decider_strategies.h" // the one list of strategies (names only)
+
 #define S_MAX_NAME       63
 #define S_MAX_MODEL      256
 #define S_MAX_URL        1024
 #define S_MAX_BLOCK_SIZE 1024
 #define S_KNOWN_SHOWN    10 // names listed in "(known: ...)"
 
-static const char *const s_strategies[] = {"ttft", "least-loaded", "random", NULL};
+#define S_STRATEGY(name) name,
+static const char *const s_strategies[] = {DECIDER_STRATEGY_NAMES(S_STRATEGY) NULL};
 static const char *const s_kinds[] = {"InferencePool", "InferenceWorkerSet", NULL};
 
 // ---- arena ------------------------------------------------------------------------------------

@@ -1,15 +1,18 @@
 /*
  * inferplanectl route — asks a decider where a request would go, exactly as the gateway asks
  * (tokenize, chat template, chained block hashes, ROUTE_REQ over a DEALER), and prints the
- * decision; --explain adds every candidate's figures and why the winner won.
+ * decision; --explain adds every candidate's prediction and figures, ranked, and why the winner
+ * won; with --admin it also prints the decider's calibrated TTFT model (GET /debug/model).
  *
  *   inferplanectl route --decider tcp://127.0.0.1:7021 --model sim-model --prompt "Hello"
  *   inferplanectl route --model sim-model --messages '[{"role":"user","content":"hi"}]' --explain
+ *   inferplanectl route --model sim-model --prompt "Hello" --explain --admin 127.0.0.1:9104
  *
  * Note: asking routes for real — the decider counts the request as in flight on the winner
  * and assumes it caches the prompt for a while, as it would for a gateway's request.
  */
 #include <cjson/cJSON.h>
+#include <curl/curl.h>
 #include <czmq.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -17,6 +20,7 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "decider/decider_strategies.h"
 #include "ipl_chat.h"
 #include "ipl_clock.h"
 #include "ipl_error.h"
@@ -25,30 +29,42 @@
 #include "ipl_tokenizer.h"
 
 typedef struct {
-    const char *decider, *model, *prompt, *messages, *tenant, *strategy;
+    const char *decider, *model, *prompt, *messages, *tenant, *strategy, *admin;
     long block_size, timeout_ms;
     bool explain;
 } s_opts_t;
 
+// The decider's strategies, from the one list (names only; nothing of the decider is linked).
+#define S_LIST_ENTRY(name) ", " name
+static const char s_strategies[] = "" DECIDER_STRATEGY_NAMES(S_LIST_ENTRY);
+
 static void s_usage(FILE *out)
 {
-    fprintf(out, "usage: inferplanectl route [--decider ENDPOINT] --model MODEL (--prompt TEXT | "
-                 "--messages JSON)\n"
-                 "                           [--tenant T] [--strategy S] [--block-size N] "
-                 "[--timeout-ms MS] [--explain]\n\n"
-                 "Asks a decider where this request would go and prints its decision.\n\n"
-                 "  --decider ENDPOINT  the decider's ROUTER (default tcp://127.0.0.1:7021)\n"
-                 "  --model MODEL       the model a client would ask for\n"
-                 "  --prompt TEXT       a completion prompt, or\n"
-                 "  --messages JSON     a chat messages array (rendered with the chat template)\n"
-                 "  --tenant T          tenant name (default none)\n"
-                 "  --strategy S        override the pool's strategy: ttft, least-loaded, random\n"
-                 "  --block-size N      tokens per hashed block, as the gateway's --block-size "
-                 "(default 16)\n"
-                 "  --timeout-ms MS     how long to wait for the answer (default 2000)\n"
-                 "  --explain           print every candidate's figures and why the winner won\n\n"
-                 "The decider records the routing (in flight, optimistic cache) as for a real "
-                 "request.\n");
+    fprintf(out,
+            "usage: inferplanectl route [--decider ENDPOINT] --model MODEL (--prompt TEXT | "
+            "--messages JSON)\n"
+            "                           [--tenant T] [--strategy S] [--block-size N] "
+            "[--timeout-ms MS]\n"
+            "                           [--explain [--admin HOST:PORT]]\n\n"
+            "Asks a decider where this request would go and prints its decision.\n\n"
+            "  --decider ENDPOINT  the decider's ROUTER (default tcp://127.0.0.1:7021)\n"
+            "  --model MODEL       the model a client would ask for\n"
+            "  --prompt TEXT       a completion prompt, or\n"
+            "  --messages JSON     a chat messages array (rendered with the chat template)\n"
+            "  --tenant T          tenant name (default none)\n"
+            "  --strategy S        override the pool's strategy: one of\n"
+            "                      %s\n"
+            "  --block-size N      tokens per hashed block, as the gateway's --block-size "
+            "(default 16)\n"
+            "  --timeout-ms MS     how long to wait for the answer (default 2000)\n"
+            "  --explain           print every candidate's prediction and figures, ranked, and "
+            "why the winner won\n"
+            "  --admin HOST:PORT   with --explain: also print the decider's calibrated TTFT "
+            "model\n"
+            "                      (its admin address, e.g. 127.0.0.1:9104)\n\n"
+            "The decider records the routing (in flight, optimistic cache) as for a real "
+            "request.\n",
+            s_strategies + 2);
 }
 
 static int s_parse(int argc, char **argv, s_opts_t *o)
@@ -63,6 +79,7 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
         {"block-size", required_argument, NULL, 'b'},
         {"timeout-ms", required_argument, NULL, 'T'},
         {"explain", no_argument, NULL, 'e'},
+        {"admin", required_argument, NULL, 'a'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -93,6 +110,9 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
             break;
         case 'e':
             o->explain = true;
+            break;
+        case 'a':
+            o->admin = optarg;
             break;
         case 'b':
         case 'T': {
@@ -147,41 +167,170 @@ static char *s_text(const s_opts_t *o)
     return text;
 }
 
-static void s_print(const ipl_route_rep_t *rep, uint64_t prompt_tokens, bool explain)
+// ---- --admin: the decider's TTFT model -----------------------------------------------------
+
+static size_t s_collect(char *data, size_t size, size_t n, void *arg)
 {
-    if (rep->status == IPL_ROUTE_OK) {
+    size_t len = size * n;
+    char **buf = arg;
+    size_t have = *buf ? strlen(*buf) : 0;
+    if (have + len > (1u << 20)) return 0; // a debug document, not a stream
+    char *grown = realloc(*buf, have + len + 1);
+    if (!grown) return 0;
+    memcpy(grown + have, data, len);
+    grown[have + len] = '\0';
+    *buf = grown;
+    return len;
+}
+
+// GET http://<admin>/debug/model; the parsed document, or NULL after printing why.
+static cJSON *s_fetch_model(const char *admin, long timeout_ms)
+{
+    char url[512];
+    snprintf(url, sizeof url, "%s%s/debug/model", strstr(admin, "://") ? "" : "http://", admin);
+    CURL *curl = curl_easy_init();
+    char *body = NULL;
+    long status = 0;
+    CURLcode rc = CURLE_FAILED_INIT;
+    if (curl) {
+        curl_easy_setopt(curl, CURLOPT_URL, url);
+        curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms);
+        curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, s_collect);
+        curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+        rc = curl_easy_perform(curl);
+        curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+        curl_easy_cleanup(curl);
+    }
+    cJSON *doc = rc == CURLE_OK && status == 200 && body ? cJSON_Parse(body) : NULL;
+    if (!doc)
+        fprintf(stderr, "inferplanectl route: could not read %s (%s, HTTP %ld)\n", url,
+                rc == CURLE_OK ? "not the expected JSON" : curl_easy_strerror(rc), status);
+    free(body);
+    return doc;
+}
+
+static double s_num(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+static void s_print_model(const cJSON *doc)
+{
+    const cJSON *router = cJSON_GetObjectItemCaseSensitive(doc, "router");
+    const cJSON *pred = cJSON_GetObjectItemCaseSensitive(doc, "predictor");
+    const cJSON *sets = cJSON_GetObjectItemCaseSensitive(pred, "worker_sets");
+    const cJSON *def = cJSON_GetObjectItemCaseSensitive(router, "default_strategy");
+    printf("\n  The decider's TTFT model (default strategy %s, load gate %.0f, max queue %.0f, "
+           "temperature %.3f s):\n",
+           cJSON_IsString(def) ? def->valuestring : "?", s_num(router, "load_gate"),
+           s_num(router, "max_queue"), s_num(router, "temperature_s"));
+    const cJSON *set;
+    cJSON_ArrayForEach(set, sets)
+    {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(set, "name");
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(set, "params");
+        double tok = s_num(p, "per_uncached_token_s");
+        printf("    worker set %s: base %.1f ms, %.1f ms per queued request, %.0f queued tokens/s, "
+               "%.1f ms per running request, prefill %.0f tokens/s, network %.1f ms;\n"
+               "      calibrated on %.0f observed TTFTs (%.0f outliers ignored): MAE %.1f ms, "
+               "RMSE %.1f ms\n",
+               cJSON_IsString(name) ? name->valuestring : "?", s_num(p, "base_s") * 1e3,
+               s_num(p, "per_queued_request_s") * 1e3,
+               s_num(p, "per_queued_token_s") > 0 ? 1.0 / s_num(p, "per_queued_token_s") : 0,
+               s_num(p, "per_running_s") * 1e3, tok > 0 ? 1.0 / tok : 0,
+               s_num(set, "network_s") * 1e3, s_num(set, "samples"), s_num(set, "outliers"),
+               s_num(set, "mae_s") * 1e3, s_num(set, "rmse_s") * 1e3);
+    }
+    if (!cJSON_GetArraySize(sets)) printf("    no worker set predicted yet\n");
+}
+
+// ---- printing ---------------------------------------------------------------------------------
+
+// Candidates with a prediction first (ascending), then the others in the decider's order.
+static const ipl_route_rep_t *s_sort_rep;
+static bool s_predicted(const ipl_candidate_t *c)
+{
+    return c->eligible || c->predicted_ttft_s > 0;
+}
+static int s_rank_cmp(const void *a, const void *b)
+{
+    const ipl_candidate_t *x = &s_sort_rep->candidates[*(const uint32_t *)a];
+    const ipl_candidate_t *y = &s_sort_rep->candidates[*(const uint32_t *)b];
+    if (s_predicted(x) != s_predicted(y)) return s_predicted(x) ? -1 : 1;
+    if (s_predicted(x) && x->predicted_ttft_s != y->predicted_ttft_s)
+        return x->predicted_ttft_s < y->predicted_ttft_s ? -1 : 1;
+    return (*(const uint32_t *)a > *(const uint32_t *)b) -
+           (*(const uint32_t *)a < *(const uint32_t *)b);
+}
+
+static void s_print(const ipl_route_rep_t *rep, uint64_t prompt_tokens, bool explain,
+                    const cJSON *model)
+{
+    bool ok = rep->status == IPL_ROUTE_OK;
+    const ipl_candidate_t *win = NULL;
+    for (uint32_t i = 0; ok && i < rep->candidates_len; i++)
+        if (rep->candidates[i].worker && !strcmp(rep->candidates[i].worker, rep->worker))
+            win = &rep->candidates[i];
+    if (ok) {
         printf("%s  %s  (pool %s, reason %s)\n", rep->worker, rep->url, rep->pool, rep->reason);
         printf("  predicted TTFT %.1f ms, %llu of %llu prompt tokens cached, state seq %llu\n",
                rep->predicted_ttft_s * 1000.0, (unsigned long long)rep->cached_tokens,
                (unsigned long long)prompt_tokens, (unsigned long long)rep->state_seq);
     } else {
-        printf("not routed: reason %s (status %llu)\n", rep->reason,
-               (unsigned long long)rep->status);
+        printf("not routed: reason %s (status %llu, HTTP %d at the gateway)\n", rep->reason,
+               (unsigned long long)rep->status,
+               rep->status == IPL_ROUTE_NO_POOL       ? 404
+               : rep->status == IPL_ROUTE_OVERLOADED  ? 429
+               : rep->status == IPL_ROUTE_BAD_REQUEST ? 400
+                                                      : 503);
     }
     if (!explain) {
         if (rep->detail && *rep->detail) printf("  %s\n", rep->detail);
         return;
     }
-    if (rep->status != IPL_ROUTE_OK && rep->detail && *rep->detail) printf("  %s\n", rep->detail);
-    printf("\n  %-2s%-16s %-8s %12s %8s %7s %7s %8s %8s  %s\n", "", "WORKER", "ELIGIBLE",
-           "PRED_TTFT_MS", "CACHED", "RUNNING", "WAITING", "INFLIGHT", "KV_USAGE", "NOTE");
-    for (uint32_t i = 0; i < rep->candidates_len; i++) {
-        const ipl_candidate_t *c = &rep->candidates[i];
-        bool chosen = rep->status == IPL_ROUTE_OK && rep->worker && c->worker &&
-                      !strcmp(rep->worker, c->worker);
-        printf("  %-2s%-16s %-8s %12.1f %8llu %7llu %7llu %8llu %8.2f  %s\n", chosen ? "*" : "",
-               c->worker ? c->worker : "", c->eligible ? "yes" : "no", c->predicted_ttft_s * 1000.0,
+    if (rep->detail && *rep->detail)
+        printf("\n  Why%s%s: %s\n", ok ? " " : "", ok ? rep->worker : "", rep->detail);
+    uint32_t n = rep->candidates_len;
+    uint32_t *order = malloc((n ? n : 1) * sizeof *order);
+    if (!order) return;
+    for (uint32_t i = 0; i < n; i++)
+        order[i] = i;
+    s_sort_rep = rep;
+    qsort(order, n, sizeof *order, s_rank_cmp);
+    printf("\n  %-5s %-16s %-8s %12s %10s %8s %7s %7s %8s %8s\n", "RANK", "WORKER", "ELIGIBLE",
+           "PRED_TTFT_MS", "VS_WINNER", "CACHED", "RUNNING", "WAITING", "INFLIGHT", "KV_USAGE");
+    for (uint32_t k = 0; k < n; k++) {
+        const ipl_candidate_t *c = &rep->candidates[order[k]];
+        char rank[16], pred[16] = "-", delta[16] = "-";
+        snprintf(rank, sizeof rank, "%s%u", c == win ? "*" : " ", k + 1);
+        if (s_predicted(c)) {
+            snprintf(pred, sizeof pred, "%.1f", c->predicted_ttft_s * 1000.0);
+            if (win && c != win)
+                snprintf(delta, sizeof delta, "%+.1f",
+                         (c->predicted_ttft_s - win->predicted_ttft_s) * 1000.0);
+        }
+        printf("  %-5s %-16s %-8s %12s %10s %8llu %7llu %7llu %8llu %8.2f\n", rank,
+               c->worker ? c->worker : "", c->eligible ? "yes" : "no", pred, delta,
                (unsigned long long)c->cached_tokens, (unsigned long long)c->running,
-               (unsigned long long)c->waiting, (unsigned long long)c->inflight, c->kv_usage,
-               c->note ? c->note : "");
+               (unsigned long long)c->waiting, (unsigned long long)c->inflight, c->kv_usage);
+        if (c->note && *c->note) printf("        %s\n", c->note);
     }
-    printf("\n  PRED_TTFT_MS = queue (waiting + in flight) x mean request prefill + running x "
-           "per-running cost\n"
-           "                 + uncached prompt tokens / prefill speed; CACHED = prefix blocks "
-           "held (index + optimistic)\n"
-           "                 x block size. Not eligible: down, no load sample, or queue above "
-           "the load gate.\n");
-    if (rep->status == IPL_ROUTE_OK) printf("  Why %s: %s\n", rep->worker, rep->detail);
+    free(order);
+    printf("\n  How to read it: PRED_TTFT_MS is the decider's prediction for each worker, whatever "
+           "the strategy:\n"
+           "    base + wait (requests queued ahead: waiting + routed in flight, their uncached "
+           "tokens, running)\n"
+           "    + prefill of the prompt tokens not cached there (+ network for remote workers), "
+           "calibrated per\n"
+           "    worker set from observed TTFTs. CACHED = prefix blocks held (KV-event index + "
+           "optimistic) x block\n"
+           "    size; 0 with \"load only\" when the worker's cache state cannot be trusted. Not "
+           "eligible: down, no\n"
+           "    load sample, above the max queue or the load gate, or not chosen by the strategy's "
+           "rule (see NOTE).\n");
+    if (model) s_print_model(model);
 }
 
 int ctl_route(int argc, char **argv)
@@ -249,7 +398,9 @@ int ctl_route(int argc, char **argv)
             break;
         }
         if (msg.type == IPL_MSG_ROUTE_REP && msg.u.route_rep.req_id == req_id) {
-            s_print(&msg.u.route_rep, ntok, o.explain);
+            cJSON *model = o.explain && o.admin ? s_fetch_model(o.admin, o.timeout_ms) : NULL;
+            s_print(&msg.u.route_rep, ntok, o.explain, model);
+            cJSON_Delete(model);
             rc = msg.u.route_rep.status == IPL_ROUTE_OK ? 0 : 1;
             ipl_msg_clear(&msg);
             break;

@@ -1,11 +1,12 @@
 /*
  * Unit tests of decider_router on hand-computed cases.
  *
- * Fixture: pool "chat" (model "m", block size 4) with workers a, b, c; prefill 1000 tokens/s,
- * 10 ms per running request, 100 mean uncached tokens per request (so a queued request costs
- * 0.1 s), load gate 2. A 100-block prompt of 400 tokens; b holds its first 80 blocks.
+ * Fixture: pool "chat" (model "m", block size 4) with workers a, b, c; the predictor's prior:
+ * base 0, prefill 1000 tokens/s (queued and own), 10 ms per running request, 0 per queued
+ * request; 100 mean uncached tokens per request (so a waiting request costs 0.1 s), load
+ * gate 2. A 100-block prompt of 400 tokens; b holds its first 80 blocks.
  *
- *   a: running 1, waiting 0:  0 × 0.1 + 1 × 0.01 + 400 / 1000         = 0.41 s
+ *   a: running 3, waiting 0:  0 × 0.1 + 3 × 0.01 + 400 / 1000         = 0.43 s
  *   b: running 0, waiting 1:  1 × 0.1 + 0        + (400 − 320) / 1000 = 0.18 s  ← ttft wins
  *   c: idle:                  0                  + 400 / 1000         = 0.40 s
  */
@@ -69,21 +70,36 @@ static void s_store(decider_state_t *st, const char *w, size_t n)
     assert_int_equal(decider_state_apply(st, &m, 0), 0);
 }
 
-static int s_setup(void **state)
+// The fixture's router (seed 1, no max queue, no temperature, no oracle) or one with those
+// settings changed.
+static decider_router_t *s_router(uint64_t seed, uint64_t max_queue, double temperature_s,
+                                  decider_oracle_fn *fn, void *arg)
 {
-    static s_fix_t f;
-    for (int i = 0; i < NB; i++)
-        s_hashes[i] = 0xabc000 + (uint64_t)i;
     decider_router_config_t cfg;
     decider_router_config_defaults(&cfg);
     cfg.prefill_tokens_per_s = 1000;
     cfg.running_cost_s = 0.01;
     cfg.initial_request_tokens = 100;
     cfg.load_gate = 2;
-    cfg.seed = 1;
-    f.router = decider_router_new(&cfg);
+    cfg.base_s = 0;
+    cfg.seed = seed;
+    cfg.max_queue = max_queue;
+    cfg.temperature_s = temperature_s;
+    cfg.oracle = fn;
+    cfg.oracle_arg = arg;
+    decider_router_t *r = decider_router_new(&cfg);
+    assert_non_null(r);
+    return r;
+}
+
+static int s_setup(void **state)
+{
+    static s_fix_t f;
+    for (int i = 0; i < NB; i++)
+        s_hashes[i] = 0xabc000 + (uint64_t)i;
+    f.router = s_router(1, 0, 0, NULL, NULL);
     f.state = decider_state_new();
-    s_load(f.state, "a", 1, 0, IPL_HEALTH_UP, IPL_KV_EXACT, WALL - 10);
+    s_load(f.state, "a", 3, 0, IPL_HEALTH_UP, IPL_KV_EXACT, WALL - 10);
     s_load(f.state, "b", 0, 1, IPL_HEALTH_UP, IPL_KV_EXACT, WALL - 10);
     s_load(f.state, "c", 0, 0, IPL_HEALTH_UP, IPL_KV_EXACT, WALL - 10);
     s_store(f.state, "b", 80);
@@ -129,11 +145,11 @@ static void test_ttft_prefers_the_cached_worker(void **state)
     assert_string_equal(f->d.strategy, "ttft");
     assert_int_equal(f->d.cached_tokens, 320);
     assert_float_equal(f->d.predicted_ttft_s, 0.18, 1e-9);
-    assert_float_equal(s_cand(f, "a")->c.predicted_ttft_s, 0.41, 1e-9);
+    assert_float_equal(s_cand(f, "a")->c.predicted_ttft_s, 0.43, 1e-9);
     assert_float_equal(s_cand(f, "c")->c.predicted_ttft_s, 0.40, 1e-9);
     assert_int_equal(s_cand(f, "a")->c.cached_tokens, 0);
     assert_int_equal(s_cand(f, "b")->c.waiting, 1);
-    assert_int_equal(s_cand(f, "a")->c.running, 1);
+    assert_int_equal(s_cand(f, "a")->c.running, 3);
     assert_true(s_cand(f, "a")->c.eligible && s_cand(f, "b")->c.eligible);
     assert_non_null(strstr(f->d.detail, "b has 320 of 400 prompt tokens cached"));
     assert_non_null(strstr(f->d.detail, "next best c 400.0 ms"));
@@ -150,7 +166,9 @@ static void test_load_gate(void **state)
     assert_string_equal(f->d.worker->name, "c");
     assert_string_equal(f->d.reason, "load_gate");
     assert_false(s_cand(f, "b")->c.eligible);
-    assert_string_equal(s_cand(f, "b")->c.note, "load gate: queue 3 > least loaded 0 + 2");
+    assert_string_equal(s_cand(f, "b")->c.note,
+                        "380.0 ms = 0.0 base + 300.0 wait + 80.0 prefill "
+                        "(80 tok); load gate: queue 3 > least loaded 0 + 2");
     assert_float_equal(s_cand(f, "b")->c.predicted_ttft_s, 0.38, 1e-9);
     assert_non_null(strstr(f->d.detail, "b holds 320 cached tokens but its queue 3"));
 }
@@ -171,7 +189,8 @@ static void test_degraded_down_and_unsampled(void **state)
     s_load(f->state, "b", 0, 1, IPL_HEALTH_UP, IPL_KV_DEGRADED, WALL - 10);
     assert_int_equal(s_route(f, &s_req), IPL_ROUTE_OK);
     assert_int_equal(s_cand(f, "b")->c.cached_tokens, 0);
-    assert_string_equal(s_cand(f, "b")->c.note, "kv degraded: load only");
+    assert_string_equal(s_cand(f, "b")->c.note, "kv degraded: load only; 500.0 ms = 0.0 base + "
+                                                "100.0 wait + 400.0 prefill (400 tok)");
     assert_float_equal(s_cand(f, "b")->c.predicted_ttft_s, 0.5, 1e-9);
     assert_string_equal(f->d.worker->name, "c");
     assert_string_equal(f->d.reason, "least_loaded");
@@ -191,7 +210,7 @@ static void test_degraded_down_and_unsampled(void **state)
     assert_string_equal(s_cand(f, "b")->c.note, "down");
     assert_false(s_cand(f, "d")->c.eligible);
     assert_string_equal(s_cand(f, "d")->c.note, "no load sample yet");
-    assert_string_equal(s_cand(f, "a")->c.note, "health unknown: load only");
+    assert_non_null(strstr(s_cand(f, "a")->c.note, "health unknown: load only; "));
     assert_true(s_cand(f, "a")->c.eligible);
 
     // Only a worker whose cache cannot be trusted is left: load_only.
@@ -217,14 +236,14 @@ static void test_stale_state_and_block_size_mismatch(void **state)
         decider_router_route_at(f->router, &s_policy, f->state, 6000, &s_req, &f->d, WALL, MONO),
         IPL_ROUTE_OK);
     assert_int_equal(s_cand(f, "b")->c.cached_tokens, 0);
-    assert_string_equal(s_cand(f, "b")->c.note, "state stale (6000 ms): load only");
+    assert_non_null(strstr(s_cand(f, "b")->c.note, "state stale (6000 ms): load only; "));
     assert_string_equal(f->d.reason, "load_only");
 
     decider_request_t req = s_req;
     req.block_size = 8;
     assert_int_equal(s_route(f, &req), IPL_ROUTE_OK);
     assert_int_equal(s_cand(f, "b")->c.cached_tokens, 0);
-    assert_string_equal(s_cand(f, "b")->c.note, "block size 4 != request's 8: load only");
+    assert_non_null(strstr(s_cand(f, "b")->c.note, "block size 4 != request's 8: load only; "));
 }
 
 static void test_inflight_and_optimistic_blocks(void **state)
@@ -235,7 +254,7 @@ static void test_inflight_and_optimistic_blocks(void **state)
         other[i] = 0xdef000 + (uint64_t)i;
     decider_request_t req = {
         .model = "m", .prompt_tokens = 400, .block_size = 4, .hashes = other, .nhashes = NB};
-    // Nobody holds it: c (0.40) beats a (0.41) and b (0.50).
+    // Nobody holds it: c (0.40) beats a (0.43) and b (0.50).
     assert_int_equal(s_route(f, &req), IPL_ROUTE_OK);
     assert_string_equal(f->d.worker->name, "c");
     assert_string_equal(f->d.reason, "least_loaded");
@@ -330,6 +349,178 @@ static void test_failures(void **state)
     assert_false(decider_router_strategy_known("fastest"));
 }
 
+static void test_max_queue_and_overloaded(void **state)
+{
+    s_fix_t *f = *state;
+    decider_router_t *r = s_router(5, 1, 0, NULL, NULL);
+    // a: queue 0, b: 1, c: 2 → c is above the max queue (1): not eligible; b still wins.
+    s_load(f->state, "c", 0, 2, IPL_HEALTH_UP, IPL_KV_EXACT, WALL - 10);
+    assert_int_equal(decider_router_route_at(r, &s_policy, f->state, 0, &s_req, &f->d, WALL, MONO),
+                     IPL_ROUTE_OK);
+    assert_string_equal(f->d.worker->name, "b");
+    assert_false(s_cand(f, "c")->c.eligible);
+    assert_non_null(strstr(s_cand(f, "c")->c.note, "queue 2 above the max queue 1"));
+    // Every queue above 1: OVERLOADED (the gateway answers 429), naming the least loaded.
+    s_load(f->state, "a", 0, 3, IPL_HEALTH_UP, IPL_KV_EXACT, WALL - 10);
+    s_load(f->state, "b", 0, 4, IPL_HEALTH_UP, IPL_KV_EXACT, WALL - 10);
+    assert_int_equal(decider_router_route_at(r, &s_policy, f->state, 0, &s_req, &f->d, WALL, MONO),
+                     IPL_ROUTE_OVERLOADED);
+    assert_string_equal(f->d.reason, "overloaded");
+    assert_null(f->d.worker);
+    assert_non_null(strstr(f->d.detail, "every worker of pool \"chat\" has more than 1 requests "
+                                        "queued (least: c with 2"));
+    uint64_t counts[DECIDER_FALLBACK_NREASONS];
+    decider_router_fallbacks(r, counts);
+    assert_int_equal(counts[DECIDER_FALLBACK_OVERLOADED], 1);
+    assert_int_equal(counts[DECIDER_FALLBACK_NO_WORKER], 0);
+    assert_string_equal(decider_fallback_name(DECIDER_FALLBACK_OVERLOADED), "overloaded");
+    assert_null(decider_fallback_name(DECIDER_FALLBACK_NREASONS));
+    decider_router_destroy(&r);
+}
+
+// Temperature 0.1 s over b 0.08 s (b has nothing waiting here), c 0.40 s, a 0.43 s:
+// p ∝ exp(−ttft/T): b 1, c e^−3.2 = 0.041, a e^−3.5 = 0.030 → b 93.4 %, c 3.8 %, a 2.8 %.
+static void test_temperature_samples(void **state)
+{
+    s_fix_t *f = *state;
+    decider_router_t *r = s_router(5, 0, 0.1, NULL, NULL);
+    s_load(f->state, "b", 0, 0, IPL_HEALTH_UP, IPL_KV_EXACT, WALL - 10);
+    int seen[3] = {0}, explored = 0;
+    uint64_t wall = WALL, mono = MONO;
+    for (int i = 0; i < 2000; i++) {
+        // Independent decisions: previous routings out of the in-flight horizon and the
+        // optimistic TTL, the same load samples (their ts is older than every routing).
+        wall += 11000;
+        mono += 4000;
+        s_load(f->state, "a", 3, 0, IPL_HEALTH_UP, IPL_KV_EXACT, wall - 10);
+        s_load(f->state, "b", 0, 0, IPL_HEALTH_UP, IPL_KV_EXACT, wall - 10);
+        s_load(f->state, "c", 0, 0, IPL_HEALTH_UP, IPL_KV_EXACT, wall - 10);
+        assert_int_equal(
+            decider_router_route_at(r, &s_policy, f->state, 0, &s_req, &f->d, wall, mono),
+            IPL_ROUTE_OK);
+        seen[f->d.worker->name[0] - 'a']++;
+        if (!strcmp(f->d.reason, "explore")) {
+            explored++;
+            assert_non_null(strstr(f->d.detail, "instead of the best, b (80.0 ms)"));
+        }
+    }
+    assert_true(seen[1] > 1810 && seen[1] < 1920);
+    assert_true(seen[0] > 25 && seen[0] < 90);
+    assert_true(seen[2] > 40 && seen[2] < 120);
+    assert_int_equal(explored, seen[0] + seen[2]);
+    decider_router_destroy(&r);
+}
+
+// The oracle hook: c truly holds the whole prompt, b (per the index) 320 tokens only.
+static uint64_t s_truth(void *arg, const char *worker, const decider_request_t *req)
+{
+    (*(int *)arg)++;
+    assert_ptr_equal(req->user, &s_policy);
+    return !strcmp(worker, "c") ? 1000 : 0; // more than the prompt: clamped to it
+}
+
+static void test_oracle(void **state)
+{
+    s_fix_t *f = *state;
+    int calls = 0;
+    decider_router_t *r = s_router(5, 0, 0, s_truth, &calls);
+    decider_request_t req = s_req;
+    req.strategy = "oracle";
+    req.user = &s_policy;
+    assert_int_equal(decider_router_route_at(r, &s_policy, f->state, 0, &req, &f->d, WALL, MONO),
+                     IPL_ROUTE_OK);
+    assert_int_equal(calls, 3);
+    assert_string_equal(f->d.strategy, "oracle");
+    assert_string_equal(f->d.worker->name, "c");
+    assert_int_equal(f->d.cached_tokens, 400);
+    assert_int_equal(s_cand(f, "b")->c.cached_tokens, 0); // the truth, not the index
+    assert_float_equal(f->d.predicted_ttft_s, 0.0, 1e-12);
+    // Without a hook (the live decider) oracle is ttft with the index: b.
+    req.user = NULL;
+    assert_int_equal(s_route(f, &req), IPL_ROUTE_OK);
+    assert_string_equal(f->d.strategy, "oracle");
+    assert_string_equal(f->d.worker->name, "b");
+    decider_router_destroy(&r);
+}
+
+// Loads a, b, c with (waiting, health, kv_state) each at ts `wall` − 10.
+static void s_loads(s_fix_t *f, uint64_t wall, const uint64_t waiting[3], const uint64_t health[3],
+                    const uint64_t kv[3])
+{
+    const char *names[] = {"a", "b", "c"};
+    for (int i = 0; i < 3; i++)
+        s_load(f->state, names[i], 0, waiting[i], health[i], kv[i], wall - 10);
+}
+
+static void test_fallbacks_are_counted(void **state)
+{
+    s_fix_t *f = *state;
+    const uint64_t up[3] = {IPL_HEALTH_UP, IPL_HEALTH_UP, IPL_HEALTH_UP};
+    const uint64_t exact[3] = {IPL_KV_EXACT, IPL_KV_EXACT, IPL_KV_EXACT};
+    uint64_t c[DECIDER_FALLBACK_NREASONS];
+    // Each decision 11 s (wall) and 4 s (monotonic) after the previous one: independent.
+    uint64_t wall = WALL, mono = MONO;
+#define S_AT(age)                                                                                  \
+    decider_router_route_at(f->router, &s_policy, f->state, age, &s_req, &f->d, wall += 11000,     \
+                            mono += 4000)
+    // b: 3 × 0.1 + 0.08 = 0.38 s would win (before the request-size average grows), but 3 > 0 + 2.
+    s_loads(f, wall + 11000, (uint64_t[]){0, 3, 0}, up, exact);
+    assert_int_equal(S_AT(0), IPL_ROUTE_OK);
+    assert_string_equal(f->d.reason, "load_gate");
+    s_loads(f, wall + 11000, (uint64_t[]){0, 1, 0}, up, exact);
+    assert_int_equal(S_AT(6000), IPL_ROUTE_OK); // stale
+    s_loads(f, wall + 11000, (uint64_t[]){0, 1, 0},
+            (uint64_t[]){IPL_HEALTH_UP, IPL_HEALTH_UP, IPL_HEALTH_UNKNOWN},
+            (uint64_t[]){IPL_KV_DEGRADED, IPL_KV_EXACT, IPL_KV_DEGRADED});
+    assert_int_equal(S_AT(0), IPL_ROUTE_OK); // degraded (a, c: degraded is checked first)
+    decider_router_fallbacks(f->router, c);
+    assert_int_equal(c[DECIDER_FALLBACK_STALE], 1);
+    assert_int_equal(c[DECIDER_FALLBACK_DEGRADED], 1);
+    assert_int_equal(c[DECIDER_FALLBACK_HEALTH], 0);
+    // b: 5 × 0.1 + 0.08 = 0.58 s loses anyway: not a load-gate fallback.
+    s_loads(f, wall + 11000, (uint64_t[]){0, 5, 0}, up, exact);
+    assert_int_equal(S_AT(0), IPL_ROUTE_OK);
+    assert_string_equal(f->d.reason, "least_loaded");
+    s_loads(f, wall + 11000, (uint64_t[]){0, 0, 0},
+            (uint64_t[]){IPL_HEALTH_DOWN, IPL_HEALTH_DOWN, IPL_HEALTH_DOWN}, exact);
+    assert_int_equal(S_AT(0), IPL_ROUTE_NO_WORKER);
+#undef S_AT
+    decider_router_fallbacks(f->router, c);
+    assert_int_equal(c[DECIDER_FALLBACK_LOAD_GATE], 1);
+    assert_int_equal(c[DECIDER_FALLBACK_NO_WORKER], 1);
+    assert_int_equal(c[DECIDER_FALLBACK_BLOCK_SIZE], 0);
+    assert_int_equal(c[DECIDER_FALLBACK_STALE], 1);
+}
+
+// The winner's features and worker set come with the decision, for the observation that
+// calibrates the predictor once its TTFT is known.
+static void test_observations_calibrate(void **state)
+{
+    s_fix_t *f = *state;
+    assert_int_equal(s_route(f, &s_req), IPL_ROUTE_OK);
+    assert_string_equal(f->d.set, "m-up");
+    assert_float_equal(f->d.features.queued, 1, 0);
+    assert_float_equal(f->d.features.queued_tokens, 100, 1e-9);
+    assert_float_equal(f->d.features.running, 0, 0);
+    assert_float_equal(f->d.features.uncached_tokens, 80, 0);
+    assert_int_equal(f->d.prompt_tokens, 400);
+    const decider_terms_t *t = &s_cand(f, "b")->terms;
+    assert_float_equal(t->wait_s, 0.1, 1e-12);
+    assert_float_equal(t->prefill_s, 0.08, 1e-12);
+    // The worker set turns out 3× slower than the prior: the prediction follows.
+    decider_features_t x = f->d.features;
+    for (int i = 0; i < 30; i++)
+        assert_int_equal(decider_router_observe(f->router, f->d.set, &x, 0.54), 0);
+    assert_int_equal(decider_router_route_at(f->router, &s_policy, f->state, 0, &s_req, &f->d,
+                                             WALL + 20000, MONO + 4000),
+                     IPL_ROUTE_OK);
+    assert_float_equal(s_cand(f, "b")->c.predicted_ttft_s, 0.54, 0.02);
+    decider_predictor_stats_t st;
+    assert_int_equal(
+        decider_predictor_stats(decider_router_predictor(f->router), "m-up", &st, NULL), 0);
+    assert_int_equal(st.samples, 30);
+}
+
 int main(void)
 {
     ipl_log_set_level(IPL_LOG_OFF);
@@ -345,6 +536,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_distinct_prompts_spread, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_baselines, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_failures, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_max_queue_and_overloaded, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_temperature_samples, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_oracle, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_fallbacks_are_counted, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_observations_calibrate, s_setup, s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -331,7 +331,8 @@ static void test_bad_values(void **state)
     s_expect_doc(S_SET_OK, "  model: m\n  strategy: ttfx\n  targets: [{workerSet: small}]\n",
                  "a.yaml:14:13: InferencePool \"chat\": spec.strategy \"ttfx\" is not a known "
                  "strategy; did you mean \"ttft\"?",
-                 "(known: ttft, least-loaded, random)");
+                 "(known: ttft, oracle, random, round-robin, least-loaded, gie-default, "
+                 "dynamo-cost, sglang-cache-aware, prefix-hash)");
     s_expect_doc("  model: m\n  blockSize: sixteen\n  workers: [{name: w0, url: http://h:1}]\n",
                  S_POOL_OK, "spec.blockSize must be a whole number from 1 to 1024, got \"sixteen\"",
                  NULL);

@@ -1,0 +1,795 @@
+/*
+ * decider_strategies — the strategies' pick functions (see decider_pick.h for the contract and
+ * decider_strategies.h for the list). Each baseline follows its published description; the
+ * comment above it names the source and every deviation (the figures come from
+ * ../shared/brief/PEERS.md §2–5, which cites the repositories and files).
+ *
+ * Common ground: every strategy sees the same candidates, and only healthy ones (a load sample,
+ * not DOWN, not above max_queue); a worker whose cache state cannot be trusted has 0 cached
+ * tokens for the strategies that read the index. Ties are broken uniformly at random unless
+ * the source says otherwise.
+ */
+#include "decider_pick.h"
+#include "decider_strategies.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ipl_index.h"
+
+#define S_TIE_EPSILON 1e-9
+// ttft: predictions within max(10 ms, 5 %) of the best are as good (s_best_ttft): TTFT comes
+// in engine steps (~10-30 ms) and the model is no more precise than that.
+#define S_TIE_BAND_S   0.010
+#define S_TIE_BAND_REL 0.05
+
+// SGLang router cache_aware defaults as its CLI sets them (router_args.py): cache_threshold
+// 0.3, balance_abs_threshold 64, balance_rel_threshold 1.5, eviction_interval_secs 60,
+// max_tree_size 2^26 characters. Our tree's "characters" are blocks (decider_history.h): 2^26
+// characters ≈ 2^24 tokens at ~4 characters per token ≈ 2^20 blocks of 16 tokens.
+#define S_SGLANG_CACHE_THRESHOLD 0.3
+#define S_SGLANG_BALANCE_ABS     64.0
+#define S_SGLANG_BALANCE_REL     1.5
+#define S_SGLANG_EVICTION_MS     60000u
+#define S_SGLANG_MAX_BLOCKS      (1u << 20)
+// production-stack's HashTrie never evicts; we bound it the same way so that a long
+// simulation cannot exhaust memory (documented deviation).
+#define S_PREFIX_MAX_BLOCKS (1u << 22)
+#define S_PREFIX_CHECK_MS   60000u
+// GIE default scorer weights from v1.2.0 (config/charts default-plugins.yaml; llm-d-router
+// keeps them): queue-scorer 2, kv-cache-utilization-scorer 2, prefix-cache-scorer 3.
+#define S_GIE_QUEUE_WEIGHT  2.0
+#define S_GIE_KV_WEIGHT     2.0
+#define S_GIE_PREFIX_WEIGHT 3.0
+// Dynamo KvRouterConfig::default(): overlap_score_weight 1.0, router_temperature 0.0.
+#define S_DYNAMO_OVERLAP_WEIGHT 1.0
+
+// ---- the list ---------------------------------------------------------------------------------
+
+#define S_NAME_ENTRY(name) name,
+#define S_LIST_ENTRY(name) ", " name
+static const char *const s_names[] = {DECIDER_STRATEGY_NAMES(S_NAME_ENTRY)};
+static const char s_list[] = "" DECIDER_STRATEGY_NAMES(S_LIST_ENTRY);
+#define S_NNAMES (sizeof s_names / sizeof s_names[0])
+
+static decider_pick_fn s_pick_ttft, s_pick_random, s_pick_round_robin, s_pick_least_loaded,
+    s_pick_gie, s_pick_dynamo, s_pick_sglang, s_pick_prefix_hash;
+
+static const struct {
+    const char *name;
+    decider_pick_fn *pick;
+    const char *source;
+} s_table[] = {
+    {"ttft", s_pick_ttft,
+     "minimum predicted TTFT (queue wait + uncached prefill, calibrated per worker set) with a "
+     "load gate; inferplane"},
+    // The oracle differs in its inputs (the router reads true cached tokens from its hook).
+    {"oracle", s_pick_ttft,
+     "ttft with the true cached tokens of every worker (measurement only); inferplane"},
+    {"random", s_pick_random, "uniform among healthy workers, as a Kubernetes Service"},
+    {"round-robin", s_pick_round_robin,
+     "each healthy worker in turn; production-stack --routing-logic roundrobin, SGLang "
+     "round_robin"},
+    {"least-loaded", s_pick_least_loaded,
+     "shortest queue (waiting + in flight), then fewest running; SGLang least_load"},
+    {"gie-default", s_pick_gie,
+     "Gateway API Inference Extension v1.2+ default profile: queue-scorer 2 + "
+     "kv-cache-utilization-scorer 2 + prefix-cache-scorer 3, max-score-picker"},
+    {"dynamo-cost", s_pick_dynamo,
+     "NVIDIA Dynamo KV router: cost = overlap_score_weight (1.0) x prefill blocks + decode "
+     "blocks, temperature 0"},
+    {"sglang-cache-aware", s_pick_sglang,
+     "SGLang router cache_aware: approximate radix tree of routing history (over block hashes), "
+     "cache_threshold 0.3, balance_abs_threshold 64, balance_rel_threshold 1.5"},
+    {"prefix-hash", s_pick_prefix_hash,
+     "vLLM production-stack prefixaware: longest-prefix trie of routing history (block hashes "
+     "as chunks), random among the longest matches"},
+};
+#define S_NTABLE (sizeof s_table / sizeof s_table[0])
+_Static_assert(S_NTABLE == S_NNAMES, "every name in DECIDER_STRATEGY_NAMES has a pick function");
+
+bool decider_strategy_known(const char *name)
+{
+    for (size_t i = 0; name && i < S_NNAMES; i++)
+        if (!strcmp(s_names[i], name)) return true;
+    return false;
+}
+
+const char *decider_strategy_list(void)
+{
+    return s_list + 2; // after the leading ", "
+}
+
+const char *decider_strategy_source(const char *name)
+{
+    for (size_t i = 0; name && i < S_NTABLE; i++)
+        if (!strcmp(s_table[i].name, name)) return s_table[i].source;
+    return NULL;
+}
+
+decider_pick_fn *decider_strategy_pick(const char *name, const char **canonical)
+{
+    for (size_t i = 0; name && i < S_NTABLE; i++)
+        if (!strcmp(s_table[i].name, name)) {
+            if (canonical) *canonical = s_table[i].name;
+            return s_table[i].pick;
+        }
+    return NULL;
+}
+
+// ---- helpers ----------------------------------------------------------------------------------
+
+// xorshift64*
+static uint64_t s_next(decider_pick_t *ctx)
+{
+    uint64_t x = *ctx->rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *ctx->rng = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+uint32_t decider_pick_random(decider_pick_t *ctx, uint32_t n)
+{
+    return n ? (uint32_t)((s_next(ctx) >> 32) % n) : 0;
+}
+
+double decider_pick_uniform(decider_pick_t *ctx)
+{
+    return (double)(s_next(ctx) >> 11) / 9007199254740992.0; // 53 bits / 2^53
+}
+
+void decider_pick_win(decider_pick_t *ctx, int winner, const char *reason, const char *fmt, ...)
+{
+    decider_decision_t *out = ctx->out;
+    out->winner = winner;
+    out->reason = reason;
+    out->status = IPL_ROUTE_OK;
+    out->cands[winner].c.eligible = true;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out->detail, sizeof out->detail, fmt, ap);
+    va_end(ap);
+}
+
+void decider_candidate_note(decider_candidate_t *c, const char *fmt, ...)
+{
+    size_t len = strlen(c->note);
+    if (len + 3 >= sizeof c->note) return;
+    if (len) {
+        strcpy(c->note + len, "; ");
+        len += 2;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->note + len, sizeof c->note - len, fmt, ap);
+    va_end(ap);
+}
+
+static void s_all_healthy_eligible(decider_pick_t *ctx)
+{
+    for (uint32_t i = 0; i < ctx->out->ncands; i++)
+        ctx->out->cands[i].c.eligible = ctx->out->cands[i].healthy;
+}
+
+// Orders two candidates: < 0 when a is better.
+typedef int(s_cmp_fn)(const decider_candidate_t *a, const decider_candidate_t *b);
+
+// The best eligible candidate under cmp, ties uniformly at random (reservoir sampling); -1 if
+// none is eligible.
+static int s_best(decider_pick_t *ctx, s_cmp_fn *cmp)
+{
+    decider_decision_t *out = ctx->out;
+    int best = -1;
+    uint32_t ties = 0;
+    for (uint32_t i = 0; i < out->ncands; i++) {
+        if (!out->cands[i].c.eligible) continue;
+        int order = best < 0 ? -1 : cmp(&out->cands[i], &out->cands[best]);
+        if (order < 0) {
+            best = (int)i;
+            ties = 1;
+        } else if (order == 0 && decider_pick_random(ctx, ++ties) == 0) {
+            best = (int)i;
+        }
+    }
+    return best;
+}
+
+static int s_cmp_double(double a, double b)
+{
+    return a < b - S_TIE_EPSILON ? -1 : a > b + S_TIE_EPSILON ? 1 : 0;
+}
+
+static int s_cmp_ttft(const decider_candidate_t *a, const decider_candidate_t *b)
+{
+    int o = s_cmp_double(a->c.predicted_ttft_s, b->c.predicted_ttft_s);
+    return o ? o : (a->queue > b->queue) - (a->queue < b->queue);
+}
+
+static int s_cmp_load(const decider_candidate_t *a, const decider_candidate_t *b)
+{
+    if (a->queue != b->queue) return a->queue < b->queue ? -1 : 1;
+    return (a->c.running > b->c.running) - (a->c.running < b->c.running);
+}
+
+static int s_cmp_score_desc(const decider_candidate_t *a, const decider_candidate_t *b)
+{
+    return s_cmp_double(b->score, a->score);
+}
+
+static int s_cmp_score_asc(const decider_candidate_t *a, const decider_candidate_t *b)
+{
+    return s_cmp_double(a->score, b->score);
+}
+
+static double s_ms(double s)
+{
+    return s * 1000.0;
+}
+
+// The best eligible candidate other than `w` under cmp (first of equals), or -1.
+static int s_runner_up(const decider_decision_t *out, int w, s_cmp_fn *cmp)
+{
+    int r = -1;
+    for (uint32_t i = 0; i < out->ncands; i++)
+        if ((int)i != w && out->cands[i].c.eligible &&
+            (r < 0 || cmp(&out->cands[i], &out->cands[r]) < 0))
+            r = (int)i;
+    return r;
+}
+
+// ---- ttft (ours) and oracle -------------------------------------------------------------------
+
+// Writes the prediction, by part, into the candidate's note.
+static void s_note_prediction(decider_candidate_t *c)
+{
+    const decider_terms_t *t = &c->terms;
+    char network[48] = "";
+    if (t->network_s > 0) snprintf(network, sizeof network, " + %.1f network", s_ms(t->network_s));
+    decider_candidate_note(c, "%.1f ms = %.1f base + %.1f wait + %.1f prefill (%.0f tok)%s",
+                           s_ms(t->total_s), s_ms(t->base_s), s_ms(t->wait_s), s_ms(t->prefill_s),
+                           c->x.uncached_tokens, network);
+}
+
+// Softmax sampling over −ttft/T among the eligible (Dynamo's --router-temperature does the same
+// over normalised costs). Returns the drawn index and its probability.
+static int s_sample(decider_pick_t *ctx, double temperature_s, double *probability)
+{
+    decider_decision_t *out = ctx->out;
+    double lo = INFINITY, total = 0;
+    for (uint32_t i = 0; i < out->ncands; i++)
+        if (out->cands[i].c.eligible && out->cands[i].c.predicted_ttft_s < lo)
+            lo = out->cands[i].c.predicted_ttft_s;
+    for (uint32_t i = 0; i < out->ncands; i++)
+        if (out->cands[i].c.eligible)
+            total += exp(-(out->cands[i].c.predicted_ttft_s - lo) / temperature_s);
+    double u = decider_pick_uniform(ctx) * total;
+    int last = -1;
+    for (uint32_t i = 0; i < out->ncands; i++) {
+        if (!out->cands[i].c.eligible) continue;
+        double p = exp(-(out->cands[i].c.predicted_ttft_s - lo) / temperature_s);
+        last = (int)i;
+        *probability = p / total;
+        if (u < p) break;
+        u -= p;
+    }
+    return last;
+}
+
+// Predictions this close count as equal (the model is not more precise than that).
+static double s_tie_band(double best_s)
+{
+    return fmax(S_TIE_BAND_S, S_TIE_BAND_REL * best_s);
+}
+
+/* The minimum predicted TTFT among the eligible; among the candidates within the tie band of
+ * it, the one holding the most of the prompt (the least prefill work for the cluster: a burst
+ * of one prefix stays together), then the shortest queue, then at random. -1 if none. */
+static int s_best_ttft(decider_pick_t *ctx)
+{
+    decider_decision_t *out = ctx->out;
+    double lo = INFINITY;
+    for (uint32_t i = 0; i < out->ncands; i++)
+        if (out->cands[i].c.eligible && out->cands[i].c.predicted_ttft_s < lo)
+            lo = out->cands[i].c.predicted_ttft_s;
+    double band = lo + s_tie_band(lo);
+    int best = -1;
+    uint32_t ties = 0;
+    for (uint32_t i = 0; i < out->ncands; i++) {
+        const decider_candidate_t *c = &out->cands[i];
+        if (!c->c.eligible || c->c.predicted_ttft_s > band) continue;
+        const decider_candidate_t *b = best >= 0 ? &out->cands[best] : NULL;
+        int order = !b ? -1
+                    : c->c.cached_tokens != b->c.cached_tokens
+                        ? (c->c.cached_tokens > b->c.cached_tokens ? -1 : 1)
+                    : c->queue != b->queue ? (c->queue < b->queue ? -1 : 1)
+                                           : 0;
+        if (order < 0) {
+            best = (int)i;
+            ties = 1;
+        } else if (order == 0 && decider_pick_random(ctx, ++ties) == 0) {
+            best = (int)i;
+        }
+    }
+    return best;
+}
+
+/*
+ * ttft (ours). Every healthy candidate's predicted TTFT is already computed (decider_router).
+ * Load gate: a candidate whose queue exceeds the least loaded one's by more than load_gate is
+ * not eligible, so a hot prefix never piles every request onto one worker (the same purpose as
+ * SGLang's balance thresholds and llm-d's TTFT penalty gate, PEERS.md §6.2). Then the minimum
+ * predicted TTFT wins — predictions within max(10 ms, 5 %) of it count as equal (below the
+ * engine's step and the model's precision), and among those the one holding the most of the
+ * prompt wins (the least prefill work for the cluster: a burst of one prefix stays together
+ * instead of being computed on every worker), then the shorter queue, then at random — or,
+ * with temperature T > 0
+ * a candidate drawn with probability ∝ exp(−ttft/T), for exploration.
+ */
+static void s_pick_ttft(decider_pick_t *ctx)
+{
+    decider_decision_t *out = ctx->out;
+    uint64_t gate = ctx->config->load_gate;
+    uint64_t least = UINT64_MAX;
+    for (uint32_t i = 0; i < out->ncands; i++)
+        if (out->cands[i].healthy && out->cands[i].queue < least) least = out->cands[i].queue;
+    int ungated = -1; // the best prediction before the gate: did the gate change the outcome?
+    for (uint32_t i = 0; i < out->ncands; i++) {
+        decider_candidate_t *c = &out->cands[i];
+        if (!c->healthy) continue;
+        if (ungated < 0 || s_cmp_ttft(c, &out->cands[ungated]) < 0) ungated = (int)i;
+        c->score = c->c.predicted_ttft_s;
+        s_note_prediction(c);
+        c->c.eligible = c->queue <= least + gate;
+        if (!c->c.eligible)
+            decider_candidate_note(c, "load gate: queue %llu > least loaded %llu + %llu",
+                                   (unsigned long long)c->queue, (unsigned long long)least,
+                                   (unsigned long long)gate);
+    }
+    int best = s_best_ttft(ctx);
+    int w = best;
+    double probability = 1;
+    double temperature = ctx->config->temperature_s;
+    if (temperature > 0) w = s_sample(ctx, temperature, &probability);
+    const decider_candidate_t *win = &out->cands[w];
+    int runner = s_runner_up(out, w, s_cmp_ttft);
+    char next[192] = "";
+    if (runner >= 0) {
+        const decider_candidate_t *r = &out->cands[runner];
+        double margin = r->c.predicted_ttft_s - win->c.predicted_ttft_s;
+        const char *tie = "";
+        if (margin <= s_tie_band(win->c.predicted_ttft_s))
+            tie = r->c.cached_tokens < win->c.cached_tokens ? ", as fast: chose the one holding "
+                                                              "more of the prompt (less work)"
+                  : r->queue > win->queue                   ? ", as fast: chose the shorter queue"
+                                                            : ", a tie broken at random";
+        snprintf(next, sizeof next, "; next best %s %.1f ms (%+.1f ms)%s", r->c.worker,
+                 s_ms(r->c.predicted_ttft_s), s_ms(margin), tie);
+    }
+    const decider_candidate_t *top = &out->cands[ungated];
+    if (w != best && s_cmp_ttft(win, &out->cands[best]) != 0) {
+        decider_pick_win(ctx, w, "explore",
+                         "explored at temperature %.3f s: %s drawn with probability %.2f "
+                         "(predicted TTFT %.1f ms, %llu cached tokens) instead of the best, %s "
+                         "(%.1f ms)",
+                         temperature, win->c.worker, probability, s_ms(win->c.predicted_ttft_s),
+                         (unsigned long long)win->c.cached_tokens, out->cands[best].c.worker,
+                         s_ms(out->cands[best].c.predicted_ttft_s));
+    } else if (!top->c.eligible && top->c.cached_tokens > win->c.cached_tokens) {
+        decider_pick_win(ctx, w, "load_gate",
+                         "%s holds %llu cached tokens but its queue %llu exceeds the least loaded "
+                         "(%llu) by more than %llu; chose %s: predicted TTFT %.1f ms, %llu cached "
+                         "tokens%s",
+                         top->c.worker, (unsigned long long)top->c.cached_tokens,
+                         (unsigned long long)top->queue, (unsigned long long)least,
+                         (unsigned long long)gate, win->c.worker, s_ms(win->c.predicted_ttft_s),
+                         (unsigned long long)win->c.cached_tokens, next);
+    } else if (win->c.cached_tokens > 0) {
+        decider_pick_win(ctx, w, "cache_hit",
+                         "%s has %llu of %llu prompt tokens cached, queue %llu: predicted TTFT "
+                         "%.1f ms%s",
+                         win->c.worker, (unsigned long long)win->c.cached_tokens,
+                         (unsigned long long)ctx->prompt_tokens, (unsigned long long)win->queue,
+                         s_ms(win->c.predicted_ttft_s), next);
+    } else if (!win->cache_used) {
+        decider_pick_win(ctx, w, "load_only",
+                         "cache state of %s not usable (%s); by load: queue %llu, predicted TTFT "
+                         "%.1f ms%s",
+                         win->c.worker, win->note, (unsigned long long)win->queue,
+                         s_ms(win->c.predicted_ttft_s), next);
+    } else {
+        decider_pick_win(ctx, w, "least_loaded",
+                         "no worker holds a prefix of the prompt; %s has the shortest predicted "
+                         "wait (queue %llu, running %llu): predicted TTFT %.1f ms%s",
+                         win->c.worker, (unsigned long long)win->queue,
+                         (unsigned long long)win->c.running, s_ms(win->c.predicted_ttft_s), next);
+    }
+}
+
+// ---- load-only baselines ----------------------------------------------------------------------
+
+// random: a plain Kubernetes Service (kube-proxy picks a backend at random), production-stack
+// has no equivalent, SGLang `random`.
+static void s_pick_random(decider_pick_t *ctx)
+{
+    decider_decision_t *out = ctx->out;
+    s_all_healthy_eligible(ctx);
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < out->ncands; i++)
+        n += out->cands[i].c.eligible;
+    uint32_t k = decider_pick_random(ctx, n);
+    for (uint32_t i = 0; i < out->ncands; i++)
+        if (out->cands[i].c.eligible && k-- == 0) {
+            decider_pick_win(ctx, (int)i, "random",
+                             "strategy random: %s drawn uniformly from %u eligible workers",
+                             out->cands[i].c.worker, n);
+            return;
+        }
+}
+
+// round-robin: production-stack `--routing-logic roundrobin` (routing_logic.py) and SGLang
+// `round_robin`: the next worker in a fixed order, per pool, skipping unhealthy ones.
+static void s_pick_round_robin(decider_pick_t *ctx)
+{
+    decider_decision_t *out = ctx->out;
+    s_all_healthy_eligible(ctx);
+    uint32_t n = out->ncands;
+    uint64_t start = ctx->memory ? ctx->memory->next : 0;
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t i = (uint32_t)((start + k) % n);
+        if (!out->cands[i].healthy) continue;
+        if (ctx->memory) ctx->memory->next = (uint64_t)i + 1;
+        decider_pick_win(ctx, (int)i, "round_robin",
+                         "strategy round-robin: %s is next in turn (position %u of %u)",
+                         out->cands[i].c.worker, i + 1, n);
+        return;
+    }
+}
+
+// least-loaded: SGLang `least_load` / the shortest queue: waiting + routed in flight, then
+// fewest running.
+static void s_pick_least_loaded(decider_pick_t *ctx)
+{
+    decider_decision_t *out = ctx->out;
+    s_all_healthy_eligible(ctx);
+    int w = s_best(ctx, s_cmp_load);
+    decider_pick_win(ctx, w, "least_loaded",
+                     "strategy least-loaded: %s has the shortest queue (%llu waiting + in flight, "
+                     "%llu running)",
+                     out->cands[w].c.worker, (unsigned long long)out->cands[w].queue,
+                     (unsigned long long)out->cands[w].c.running);
+}
+
+// ---- gie-default ------------------------------------------------------------------------------
+
+/*
+ * gie-default: the Gateway API Inference Extension's default EPP profile from v1.2.0
+ * (gateway-api-inference-extension, config/charts/inferencepool default-plugins.yaml; kept by
+ * llm-d-router config/charts/routerlib/templates/_config.yaml), PEERS.md §2–3:
+ *   queue-scorer                 (maxQ − q) / (maxQ − minQ) over the candidates; all 1 if equal
+ *   kv-cache-utilization-scorer  1 − KV-cache usage
+ *   prefix-cache-scorer          matched blocks / prompt blocks (matchLengthWeight 0)
+ *   score = 2 × queue + 2 × kv + 3 × prefix; max-score-picker (ties at random).
+ * Deviations, so that the comparison measures the scoring rule rather than the plumbing:
+ * q is waiting + this decider's in flight (the EPP refreshes metrics every 50 ms; our samples
+ * are older, and llm-d's inflight-load-producer exists for the same reason), and the prefix
+ * match is our KV-event index plus optimistic blocks (llm-d's precise producer), the figure
+ * ttft uses.
+ */
+static void s_pick_gie(decider_pick_t *ctx)
+{
+    decider_decision_t *out = ctx->out;
+    s_all_healthy_eligible(ctx);
+    uint64_t qmin = UINT64_MAX, qmax = 0;
+    for (uint32_t i = 0; i < out->ncands; i++) {
+        if (!out->cands[i].healthy) continue;
+        if (out->cands[i].queue < qmin) qmin = out->cands[i].queue;
+        if (out->cands[i].queue > qmax) qmax = out->cands[i].queue;
+    }
+    size_t nblocks = ctx->req->nhashes;
+    for (uint32_t i = 0; i < out->ncands; i++) {
+        decider_candidate_t *c = &out->cands[i];
+        if (!c->healthy) continue;
+        double q = qmax == qmin ? 1.0 : (double)(qmax - c->queue) / (double)(qmax - qmin);
+        double kv = 1.0 - fmin(fmax(c->c.kv_usage, 0.0), 1.0);
+        double blocks = ctx->block_size ? (double)(c->c.cached_tokens / ctx->block_size) : 0;
+        double p = nblocks ? fmin(blocks / (double)nblocks, 1.0) : 0.0;
+        c->score = S_GIE_QUEUE_WEIGHT * q + S_GIE_KV_WEIGHT * kv + S_GIE_PREFIX_WEIGHT * p;
+        decider_candidate_note(c, "score %.3f = 2 x %.3f queue + 2 x %.3f kv + 3 x %.3f prefix",
+                               c->score, q, kv, p);
+    }
+    int w = s_best(ctx, s_cmp_score_desc);
+    int r = s_runner_up(out, w, s_cmp_score_desc);
+    char next[128] = "";
+    if (r >= 0)
+        snprintf(next, sizeof next, "; next best %s %.3f", out->cands[r].c.worker,
+                 out->cands[r].score);
+    decider_pick_win(ctx, w, "max_score",
+                     "strategy gie-default: %s has the highest score %.3f (queue 2, kv-cache "
+                     "utilization 2, prefix 3)%s",
+                     out->cands[w].c.worker, out->cands[w].score, next);
+}
+
+// ---- dynamo-cost ------------------------------------------------------------------------------
+
+/*
+ * dynamo-cost: NVIDIA Dynamo's KV router, classic cost (docs/architecture/kv_cache_routing.md,
+ * lib/kv-router; PEERS.md §5):
+ *   prefill_blocks = uncached prompt tokens / block size
+ *   decode_blocks  = the worker's active blocks + the request's new blocks
+ *   cost = overlap_score_weight (1.0) × prefill_blocks + decode_blocks; the lowest wins,
+ *   router_temperature 0 (argmin; ties at random).
+ * Active blocks: Dynamo counts the blocks of the requests it routed there. We take the blocks
+ * the engine reports in use (KV usage × capacity: vLLM counts only blocks referenced by
+ * requests) plus the uncached blocks of the requests routed since that sample. The request's
+ * "new blocks" are its uncached ones: Dynamo deduplicates blocks shared with active sequences.
+ * The documentation's worked example (weight 1): W1 8 + 10 = 18, W2 5 + 5 = 10 (chosen),
+ * W3 2 + 9 = 11 — reproduced in tests/test_decider_strategies.c.
+ */
+static void s_pick_dynamo(decider_pick_t *ctx)
+{
+    decider_decision_t *out = ctx->out;
+    s_all_healthy_eligible(ctx);
+    double bs = ctx->block_size ? (double)ctx->block_size : 1.0;
+    for (uint32_t i = 0; i < out->ncands; i++) {
+        decider_candidate_t *c = &out->cands[i];
+        if (!c->healthy) continue;
+        double prefill = (double)(ctx->prompt_tokens - c->c.cached_tokens) / bs;
+        double active = c->c.kv_usage * (double)c->num_blocks + c->inflight_tokens / bs;
+        double decode = active + prefill;
+        c->score = S_DYNAMO_OVERLAP_WEIGHT * prefill + decode;
+        decider_candidate_note(c, "cost %.1f = 1.0 x %.1f prefill + %.1f decode blocks", c->score,
+                               prefill, decode);
+    }
+    int w = s_best(ctx, s_cmp_score_asc);
+    int r = s_runner_up(out, w, s_cmp_score_asc);
+    char next[128] = "";
+    if (r >= 0)
+        snprintf(next, sizeof next, "; next best %s %.1f", out->cands[r].c.worker,
+                 out->cands[r].score);
+    decider_pick_win(ctx, w, "min_cost",
+                     "strategy dynamo-cost: %s has the lowest cost %.1f blocks (overlap weight "
+                     "1.0 x prefill + decode)%s",
+                     out->cands[w].c.worker, out->cands[w].score, next);
+}
+
+// ---- history-based baselines ------------------------------------------------------------------
+
+// The pool's history tree for a strategy (created on first use), or NULL.
+static decider_history_t *s_history(decider_pick_t *ctx, bool sglang)
+{
+    if (!ctx->memory) return NULL;
+    decider_history_t **h = sglang ? &ctx->memory->sglang : &ctx->memory->prefix;
+    if (!*h)
+        *h = sglang ? decider_history_new(S_SGLANG_MAX_BLOCKS, S_SGLANG_EVICTION_MS)
+                    : decider_history_new(S_PREFIX_MAX_BLOCKS, S_PREFIX_CHECK_MS);
+    return *h;
+}
+
+/* Matches the prompt in `h` (may be NULL: nothing matches): prefix[i] = matched blocks of
+ * candidate i (healthy ones), using the memory's scratch; ids[i] = candidate i's id in h, or
+ * -1. */
+static void s_history_match(decider_pick_t *ctx, decider_history_t *h, int *ids, uint32_t *prefix)
+{
+    decider_decision_t *out = ctx->out;
+    for (uint32_t i = 0; i < out->ncands; i++) {
+        ids[i] =
+            h && out->cands[i].healthy ? decider_history_worker(h, out->cands[i].c.worker) : -1;
+        prefix[i] = 0;
+    }
+    if (!h) return;
+    uint32_t *scratch = ctx->memory->scratch;
+    decider_history_match(h, ctx->req->hashes, ctx->req->nhashes, scratch, IPL_INDEX_MAX_WORKERS);
+    for (uint32_t i = 0; i < out->ncands; i++)
+        if (ids[i] >= 0) prefix[i] = scratch[ids[i]];
+}
+
+static uint64_t s_load(const decider_candidate_t *c)
+{
+    return c->c.running + c->queue;
+}
+
+static int s_cmp_sglang(const decider_candidate_t *a, const decider_candidate_t *b)
+{
+    int o = s_cmp_double(a->score, b->score);
+    return o ? o : (s_load(a) > s_load(b)) - (s_load(a) < s_load(b));
+}
+
+/*
+ * sglang-cache-aware: the SGLang router's cache_aware policy (sgl-project/sglang
+ * sgl-model-gateway/src/policies/cache_aware.rs; lightseekorg/smg policies/cache_aware.rs;
+ * defaults from bindings/python router_args.py), PEERS.md §4:
+ *   load(W) = requests on W (running + waiting + routed in flight: SGLang counts its own
+ *   in-flight requests per worker);
+ *   imbalanced when max − min > balance_abs_threshold (64) AND max > balance_rel_threshold
+ *   (1.5) × min → the least loaded worker;
+ *   otherwise the approximate tree (routing history, not engine state): match_rate = matched /
+ *   prompt length; > cache_threshold (0.3) → the best-matching worker, else the worker with the
+ *   smallest tree (most spare cache);
+ *   either way the prompt is inserted into the tree under the chosen worker.
+ * Deviation: the tree runs over block hashes instead of characters (decider_history.h), so
+ * match_rate = matched blocks / prompt blocks and the prompt's last partial block is not seen.
+ * Ties: lower load, then at random.
+ */
+static void s_pick_sglang(decider_pick_t *ctx)
+{
+    decider_decision_t *out = ctx->out;
+    s_all_healthy_eligible(ctx);
+    decider_history_t *h = s_history(ctx, true);
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (uint32_t i = 0; i < out->ncands; i++) {
+        const decider_candidate_t *c = &out->cands[i];
+        if (!c->healthy) continue;
+        uint64_t l = s_load(c);
+        if (l > hi) hi = l;
+        if (l < lo) lo = l;
+    }
+    bool imbalanced =
+        (double)(hi - lo) > S_SGLANG_BALANCE_ABS && (double)hi > S_SGLANG_BALANCE_REL * (double)lo;
+    int ids[out->ncands ? out->ncands : 1];
+    uint32_t prefix[out->ncands ? out->ncands : 1];
+    s_history_match(ctx, h, ids, prefix);
+    size_t nblocks = ctx->req->nhashes;
+    uint32_t best_match = 0;
+    for (uint32_t i = 0; i < out->ncands; i++) {
+        decider_candidate_t *c = &out->cands[i];
+        if (!c->healthy) continue;
+        if (prefix[i] > best_match) best_match = prefix[i];
+        decider_candidate_note(c, "load %llu, tree match %u/%zu blocks, tree %zu blocks",
+                               (unsigned long long)s_load(c), prefix[i], nblocks,
+                               h && ids[i] >= 0 ? decider_history_worker_blocks(h, ids[i]) : 0);
+    }
+    double rate = nblocks ? (double)best_match / (double)nblocks : 0;
+    enum {
+        S_LEAST_LOADED,
+        S_BEST_MATCH,
+        S_SMALLEST_TREE
+    } mode = imbalanced                        ? S_LEAST_LOADED
+             : rate > S_SGLANG_CACHE_THRESHOLD ? S_BEST_MATCH
+                                               : S_SMALLEST_TREE;
+    // The mode's key (smaller is better) in score's place; ties: lower load, then at random.
+    for (uint32_t i = 0; i < out->ncands; i++) {
+        decider_candidate_t *c = &out->cands[i];
+        if (!c->healthy) continue;
+        c->score = mode == S_LEAST_LOADED ? (double)s_load(c)
+                   : mode == S_BEST_MATCH ? -(double)prefix[i]
+                   : h && ids[i] >= 0     ? (double)decider_history_worker_blocks(h, ids[i])
+                                          : 0;
+    }
+    int w = s_best(ctx, s_cmp_sglang);
+    const char *reason;
+    if (imbalanced) {
+        reason = "imbalanced";
+        decider_pick_win(ctx, w, reason,
+                         "strategy sglang-cache-aware: loads imbalanced (max %llu - min %llu > 64 "
+                         "and max > 1.5 x min): %s is the least loaded",
+                         (unsigned long long)hi, (unsigned long long)lo, out->cands[w].c.worker);
+    } else if (rate > S_SGLANG_CACHE_THRESHOLD) {
+        reason = "cache_match";
+        decider_pick_win(ctx, w, reason,
+                         "strategy sglang-cache-aware: %s matches %u of %zu prompt blocks in the "
+                         "routing-history tree (rate %.2f > 0.3)",
+                         out->cands[w].c.worker, prefix[w], nblocks, rate);
+    } else {
+        reason = "smallest_tree";
+        decider_pick_win(ctx, w, reason,
+                         "strategy sglang-cache-aware: best match rate %.2f <= 0.3; %s has the "
+                         "smallest tree (%zu blocks)",
+                         rate, out->cands[w].c.worker,
+                         h && ids[w] >= 0 ? decider_history_worker_blocks(h, ids[w]) : 0);
+    }
+    if (h && ids[w] >= 0)
+        decider_history_insert(h, ids[w], ctx->req->hashes, ctx->req->nhashes, ctx->mono_ms);
+}
+
+/*
+ * prefix-hash: vLLM production-stack `--routing-logic prefixaware` (src/vllm_router/routers/
+ * routing_logic.py, HashTrie), PEERS.md §4: a trie of routed prompts in 128-character chunks
+ * hashed with xxh64; the endpoints sharing the longest matched prefix are the candidates (all
+ * of them when nothing matches), one is picked at random, and the prompt is inserted under it.
+ * --prefix-min-match-length defaults to 0 (no QPS fallback).
+ * Deviations: chunks are our blocks (their chained hashes, decider_history.h) instead of 128
+ * characters — a 16-token block is ~64 characters; the trie is bounded (see
+ * S_PREFIX_MAX_BLOCKS) where production-stack's never evicts.
+ */
+static void s_pick_prefix_hash(decider_pick_t *ctx)
+{
+    decider_decision_t *out = ctx->out;
+    decider_history_t *h = s_history(ctx, false);
+    int ids[out->ncands ? out->ncands : 1];
+    uint32_t prefix[out->ncands ? out->ncands : 1];
+    s_history_match(ctx, h, ids, prefix);
+    uint32_t longest = 0;
+    for (uint32_t i = 0; i < out->ncands; i++)
+        if (out->cands[i].healthy && prefix[i] > longest) longest = prefix[i];
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < out->ncands; i++) {
+        decider_candidate_t *c = &out->cands[i];
+        c->c.eligible = c->healthy && prefix[i] == longest;
+        n += c->c.eligible;
+        if (!c->healthy) continue;
+        c->score = (double)prefix[i];
+        decider_candidate_note(c, "trie match %u blocks%s", prefix[i],
+                               c->c.eligible ? "" : " (shorter than the longest)");
+    }
+    uint32_t k = decider_pick_random(ctx, n);
+    int w = -1;
+    for (uint32_t i = 0; i < out->ncands && w < 0; i++)
+        if (out->cands[i].c.eligible && k-- == 0) w = (int)i;
+    if (longest)
+        decider_pick_win(ctx, w, "prefix_match",
+                         "strategy prefix-hash: %s drawn from the %u workers whose routing "
+                         "history shares the longest prefix (%u of %zu blocks)",
+                         out->cands[w].c.worker, n, longest, ctx->req->nhashes);
+    else
+        decider_pick_win(ctx, w, "prefix_miss",
+                         "strategy prefix-hash: no routed prompt shares a prefix; %s drawn from "
+                         "all %u workers",
+                         out->cands[w].c.worker, n);
+    if (h && ids[w] >= 0)
+        decider_history_insert(h, ids[w], ctx->req->hashes, ctx->req->nhashes, ctx->mono_ms);
+}
+
+// ---- memory -----------------------------------------------------------------------------------
+
+typedef struct {
+    char *name;
+    uint64_t used; // tick of the last use
+    decider_pool_memory_t m;
+} s_pool_entry_t;
+
+struct decider_memory {
+    s_pool_entry_t pools[DECIDER_MEMORY_MAX_POOLS];
+    size_t npools;
+    uint64_t tick;
+    uint32_t scratch[IPL_INDEX_MAX_WORKERS];
+};
+
+decider_memory_t *decider_memory_new(void)
+{
+    return calloc(1, sizeof(decider_memory_t));
+}
+
+static void s_entry_clear(s_pool_entry_t *e)
+{
+    free(e->name);
+    decider_history_destroy(&e->m.sglang);
+    decider_history_destroy(&e->m.prefix);
+    memset(e, 0, sizeof *e);
+}
+
+void decider_memory_destroy(decider_memory_t **self_p)
+{
+    if (!self_p || !*self_p) return;
+    for (size_t i = 0; i < (*self_p)->npools; i++)
+        s_entry_clear(&(*self_p)->pools[i]);
+    free(*self_p);
+    *self_p = NULL;
+}
+
+decider_pool_memory_t *decider_memory_pool(decider_memory_t *self, const char *name)
+{
+    self->tick++;
+    s_pool_entry_t *e = NULL;
+    for (size_t i = 0; i < self->npools && !e; i++)
+        if (!strcmp(self->pools[i].name, name)) e = &self->pools[i];
+    if (!e) {
+        char *copy = strdup(name);
+        if (!copy) return NULL;
+        if (self->npools < DECIDER_MEMORY_MAX_POOLS) {
+            e = &self->pools[self->npools++];
+        } else { // forget the least recently used pool
+            e = &self->pools[0];
+            for (size_t i = 1; i < self->npools; i++)
+                if (self->pools[i].used < e->used) e = &self->pools[i];
+            s_entry_clear(e);
+        }
+        e->name = copy;
+    }
+    e->used = self->tick;
+    e->m.scratch = self->scratch;
+    return &e->m;
+}

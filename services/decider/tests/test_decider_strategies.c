@@ -1,0 +1,353 @@
+/*
+ * Unit tests of every strategy (decider_strategies.c) on hand-computed cases, through the
+ * router's public API.
+ *
+ * Fixture: pool "chat" (model "m", block size 16) with workers w1, w2, w3, each with 100 KV
+ * blocks; a prompt of 10 full blocks (160 tokens) whose first blocks w1, w2, w3 hold 2, 5
+ * and 8 of (so 8, 5 and 2 blocks to prefill).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../decider_router.h"
+#include "../decider_state.h"
+#include "../decider_strategies.h"
+#include "ipl_log.h"
+
+#define NB   10
+#define BS   16
+#define WALL 1000000u
+#define MONO 5000u
+
+static uint64_t s_hashes[100];
+static ipl_pool_t s_pools[] = {{.name = "chat", .model = "m", .strategy = ""}};
+static ipl_worker_t s_workers[] = {
+    {.name = "w1", .pool = "chat", .model = "m", .url = "http://1", .block_size = BS},
+    {.name = "w2", .pool = "chat", .model = "m", .url = "http://2", .block_size = BS},
+    {.name = "w3", .pool = "chat", .model = "m", .url = "http://3", .block_size = BS},
+};
+static ipl_policy_t s_policy = {.version = 1,
+                                .source = "t",
+                                .pools = s_pools,
+                                .pools_len = 1,
+                                .workers = s_workers,
+                                .workers_len = 3};
+
+typedef struct {
+    decider_state_t *state;
+    decider_router_t *router;
+    decider_decision_t d;
+    uint64_t wall, mono;
+} s_fix_t;
+
+static void s_load(s_fix_t *f, const char *w, uint64_t running, uint64_t waiting, double kv_usage,
+                   uint64_t health)
+{
+    ipl_msg_t m = {.type = IPL_MSG_LOAD};
+    m.u.load = (ipl_load_t){.worker = (char *)w,
+                            .ts_ms = f->wall - 10,
+                            .running = running,
+                            .waiting = waiting,
+                            .kv_usage = kv_usage,
+                            .block_size = BS,
+                            .num_blocks = 100,
+                            .health = health,
+                            .kv_state = IPL_KV_EXACT};
+    assert_int_equal(decider_state_apply(f->state, &m, 0), 0);
+}
+
+static void s_store(s_fix_t *f, const char *w, const uint64_t *hashes, size_t n)
+{
+    ipl_msg_t m = {.type = IPL_MSG_KV_EVENT};
+    m.u.kv_event = (ipl_kv_event_t){.worker = (char *)w,
+                                    .op = IPL_KV_OP_STORED,
+                                    .hashes = (uint64_t *)hashes,
+                                    .hashes_len = (uint32_t)n};
+    assert_int_equal(decider_state_apply(f->state, &m, 0), 0);
+}
+
+static int s_setup(void **state)
+{
+    static s_fix_t f;
+    memset(&f, 0, sizeof f);
+    for (int i = 0; i < 100; i++)
+        s_hashes[i] = 0x5eed000 + (uint64_t)i;
+    decider_router_config_t cfg;
+    decider_router_config_defaults(&cfg);
+    cfg.seed = 3;
+    f.router = decider_router_new(&cfg);
+    f.state = decider_state_new();
+    f.wall = WALL;
+    f.mono = MONO;
+    s_load(&f, "w1", 0, 0, 0, IPL_HEALTH_UP);
+    s_load(&f, "w2", 0, 0, 0, IPL_HEALTH_UP);
+    s_load(&f, "w3", 0, 0, 0, IPL_HEALTH_UP);
+    s_store(&f, "w1", s_hashes, 2);
+    s_store(&f, "w2", s_hashes, 5);
+    s_store(&f, "w3", s_hashes, 8);
+    decider_decision_init(&f.d);
+    *state = &f;
+    return 0;
+}
+
+static int s_teardown(void **state)
+{
+    s_fix_t *f = *state;
+    decider_router_destroy(&f->router);
+    decider_state_destroy(&f->state);
+    decider_decision_clear(&f->d);
+    return 0;
+}
+
+/* Routes `n` blocks of `hashes` (n × 16 tokens) with `strategy`. Each decision is made after
+ * the previous one's in-flight count and optimistic blocks expired (11 s of wall clock, 4 s of
+ * monotonic clock later, with fresh load samples), so decisions are independent unless a test
+ * wants otherwise (`advance` false). */
+static int s_route_n(s_fix_t *f, const char *strategy, const uint64_t *hashes, size_t n,
+                     bool advance)
+{
+    if (advance) {
+        f->wall += 11000;
+        f->mono += 4000;
+    }
+    decider_request_t req = {.model = "m",
+                             .strategy = strategy,
+                             .prompt_tokens = n * BS,
+                             .block_size = BS,
+                             .hashes = hashes,
+                             .nhashes = n};
+    return decider_router_route_at(f->router, &s_policy, f->state, 0, &req, &f->d, f->wall,
+                                   f->mono);
+}
+
+static int s_route(s_fix_t *f, const char *strategy)
+{
+    return s_route_n(f, strategy, s_hashes, NB, true);
+}
+
+static const decider_candidate_t *s_cand(const s_fix_t *f, const char *name)
+{
+    for (uint32_t i = 0; i < f->d.ncands; i++)
+        if (!strcmp(f->d.cands[i].c.worker, name)) return &f->d.cands[i];
+    fail_msg("no candidate %s", name);
+    return NULL;
+}
+
+// Reloads every worker with the same wall clock as the next decision will see.
+static void s_reload(s_fix_t *f, const uint64_t q[3], const double kv[3])
+{
+    f->wall += 11000;
+    f->mono += 4000;
+    const char *names[] = {"w1", "w2", "w3"};
+    for (int i = 0; i < 3; i++)
+        s_load(f, names[i], 0, q[i], kv[i], IPL_HEALTH_UP);
+    f->wall -= 11000;
+    f->mono -= 4000;
+}
+
+static void test_the_list(void **state)
+{
+    (void)state;
+    assert_string_equal(decider_strategy_list(),
+                        "ttft, oracle, random, round-robin, least-loaded, gie-default, "
+                        "dynamo-cost, sglang-cache-aware, prefix-hash");
+    assert_true(decider_strategy_known("gie-default"));
+    assert_true(decider_router_strategy_known("sglang-cache-aware"));
+    assert_false(decider_strategy_known("gie"));
+    assert_false(decider_strategy_known(NULL));
+    assert_non_null(strstr(decider_strategy_source("dynamo-cost"), "overlap_score_weight"));
+    assert_null(decider_strategy_source("nope"));
+}
+
+// Dynamo's documented example (docs/architecture/kv_cache_routing.md), weight 1: W1 8 + 10 =
+// 18, W2 5 + 5 = 10 (selected), W3 2 + 9 = 11. Prefill blocks 8, 5, 2 come from the overlaps;
+// decode blocks = active (KV usage 0.02, 0, 0.07 of 100 blocks = 2, 0, 7) + new blocks.
+static void test_dynamo_worked_example(void **state)
+{
+    s_fix_t *f = *state;
+    s_reload(f, (uint64_t[]){0, 0, 0}, (double[]){0.02, 0.0, 0.07});
+    assert_int_equal(s_route(f, "dynamo-cost"), IPL_ROUTE_OK);
+    assert_string_equal(f->d.strategy, "dynamo-cost");
+    assert_string_equal(f->d.worker->name, "w2");
+    assert_string_equal(f->d.reason, "min_cost");
+    assert_float_equal(s_cand(f, "w1")->score, 18.0, 1e-9);
+    assert_float_equal(s_cand(f, "w2")->score, 10.0, 1e-9);
+    assert_float_equal(s_cand(f, "w3")->score, 11.0, 1e-9);
+    assert_string_equal(s_cand(f, "w2")->c.note,
+                        "cost 10.0 = 1.0 x 5.0 prefill + 5.0 decode blocks");
+    assert_non_null(strstr(f->d.detail, "w2 has the lowest cost 10.0"));
+    assert_non_null(strstr(f->d.detail, "next best w3 11.0"));
+    // Every candidate still carries its predicted TTFT, for the explanation.
+    assert_true(s_cand(f, "w1")->c.predicted_ttft_s > s_cand(f, "w3")->c.predicted_ttft_s);
+}
+
+// GIE v1.2 defaults: queue 2, kv-cache utilization 2, prefix 3, max score.
+//   queues 0, 2, 4 → queue scores 1, 0.5, 0; KV usage 0.5, 0.2, 0.9 → 0.5, 0.8, 0.1;
+//   prefix 2/10, 5/10, 8/10 → 0.2, 0.5, 0.8.
+//   w1 = 2 + 1.0 + 0.6 = 3.6; w2 = 1 + 1.6 + 1.5 = 4.1 (max); w3 = 0 + 0.2 + 2.4 = 2.6.
+static void test_gie_default_weights(void **state)
+{
+    s_fix_t *f = *state;
+    s_reload(f, (uint64_t[]){0, 2, 4}, (double[]){0.5, 0.2, 0.9});
+    assert_int_equal(s_route(f, "gie-default"), IPL_ROUTE_OK);
+    assert_string_equal(f->d.worker->name, "w2");
+    assert_string_equal(f->d.reason, "max_score");
+    assert_float_equal(s_cand(f, "w1")->score, 3.6, 1e-9);
+    assert_float_equal(s_cand(f, "w2")->score, 4.1, 1e-9);
+    assert_float_equal(s_cand(f, "w3")->score, 2.6, 1e-9);
+    assert_string_equal(s_cand(f, "w2")->c.note,
+                        "score 4.100 = 2 x 0.500 queue + 2 x 0.800 kv + 3 x 0.500 prefix");
+    // Equal queues: every queue score is 1 (the scorer's rule), so prefix and KV decide:
+    // w1 2 + 1.0 + 0.6 = 3.6, w2 2 + 1.6 + 1.5 = 5.1, w3 2 + 0.2 + 2.4 = 4.6.
+    s_reload(f, (uint64_t[]){3, 3, 3}, (double[]){0.5, 0.2, 0.9});
+    assert_int_equal(s_route(f, "gie-default"), IPL_ROUTE_OK);
+    assert_float_equal(s_cand(f, "w2")->score, 5.1, 1e-9);
+    assert_float_equal(s_cand(f, "w3")->score, 4.6, 1e-9);
+}
+
+static void test_least_loaded_random_round_robin(void **state)
+{
+    s_fix_t *f = *state;
+    s_reload(f, (uint64_t[]){3, 1, 2}, (double[]){0, 0, 0});
+    assert_int_equal(s_route(f, "least-loaded"), IPL_ROUTE_OK);
+    assert_string_equal(f->d.worker->name, "w2");
+    assert_string_equal(f->d.reason, "least_loaded");
+
+    // round-robin: w1, w2, w3, w1 ... and a DOWN worker is skipped.
+    const char *want[] = {"w1", "w2", "w3", "w1"};
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(s_route(f, "round-robin"), IPL_ROUTE_OK);
+        assert_string_equal(f->d.worker->name, want[i]);
+        assert_string_equal(f->d.reason, "round_robin");
+    }
+    s_load(f, "w3", 0, 0, 0, IPL_HEALTH_DOWN);
+    const char *skip[] = {"w2", "w1", "w2"};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(s_route(f, "round-robin"), IPL_ROUTE_OK);
+        assert_string_equal(f->d.worker->name, skip[i]);
+    }
+    int seen[3] = {0};
+    for (int i = 0; i < 300; i++) {
+        assert_int_equal(s_route(f, "random"), IPL_ROUTE_OK);
+        seen[f->d.worker->name[1] - '1']++;
+    }
+    assert_int_equal(seen[2], 0);
+    assert_true(seen[0] > 100 && seen[1] > 100);
+}
+
+// SGLang cache_aware: balance thresholds abs 64 AND rel 1.5; cache_threshold 0.3 on the
+// routing-history tree (not the KV index).
+static void test_sglang_cache_aware(void **state)
+{
+    s_fix_t *f = *state;
+    uint64_t other[100];
+    for (int i = 0; i < 100; i++)
+        other[i] = 0x77000 + (uint64_t)i;
+    // Balanced, empty tree: every tree is 0 blocks, ties go to the lower load (w3, 0).
+    s_reload(f, (uint64_t[]){5, 3, 0}, (double[]){0, 0, 0});
+    assert_int_equal(s_route_n(f, "sglang-cache-aware", other, 100, true), IPL_ROUTE_OK);
+    assert_string_equal(f->d.worker->name, "w3");
+    assert_string_equal(f->d.reason, "smallest_tree");
+    // The same 100 blocks + 20 more: match rate 100/120 > 0.3 → w3 again, even though the KV
+    // index knows nothing of it and w3 is now the most loaded.
+    uint64_t longer[120];
+    memcpy(longer, other, sizeof other);
+    for (int i = 100; i < 120; i++)
+        longer[i] = 0x99000 + (uint64_t)i;
+    s_reload(f, (uint64_t[]){0, 1, 9}, (double[]){0, 0, 0});
+    assert_int_equal(s_route_n(f, "sglang-cache-aware", longer, 120, true), IPL_ROUTE_OK);
+    assert_string_equal(f->d.worker->name, "w3");
+    assert_string_equal(f->d.reason, "cache_match");
+    assert_non_null(strstr(f->d.detail, "matches 100 of 120 prompt blocks"));
+    assert_non_null(strstr(s_cand(f, "w3")->c.note, "tree match 100/120 blocks, tree 100 blocks"));
+    // 30 of 100 blocks shared: rate 0.3 is not above the threshold → the smallest tree, not w3
+    // (120 blocks): w1 and w2 have none; w1 has the lower load.
+    uint64_t partial[100];
+    memcpy(partial, other, 30 * sizeof *partial);
+    for (int i = 30; i < 100; i++)
+        partial[i] = 0xaa000 + (uint64_t)i;
+    s_reload(f, (uint64_t[]){1, 2, 0}, (double[]){0, 0, 0});
+    assert_int_equal(s_route_n(f, "sglang-cache-aware", partial, 100, true), IPL_ROUTE_OK);
+    assert_string_equal(f->d.worker->name, "w1");
+    assert_string_equal(f->d.reason, "smallest_tree");
+    // Imbalanced: max − min = 90 > 64 and 100 > 1.5 × 10 → the least loaded, w2, whatever the
+    // tree says (w1 holds this prompt).
+    s_reload(f, (uint64_t[]){100, 10, 30}, (double[]){0, 0, 0});
+    assert_int_equal(s_route_n(f, "sglang-cache-aware", partial, 100, true), IPL_ROUTE_OK);
+    assert_string_equal(f->d.worker->name, "w2");
+    assert_string_equal(f->d.reason, "imbalanced");
+    // 100 vs 40: the gap 60 is within 64: balanced, the tree wins (w3 holds all 120 blocks,
+    // w1 and w2 the 30 they share with `partial`).
+    s_reload(f, (uint64_t[]){40, 40, 100}, (double[]){0, 0, 0});
+    assert_int_equal(s_route_n(f, "sglang-cache-aware", longer, 120, true), IPL_ROUTE_OK);
+    assert_string_equal(f->d.reason, "cache_match");
+    assert_string_equal(f->d.worker->name, "w3");
+    // 300 vs 210: gap 90 > 64 but 300 < 1.5 × 210 = 315: balanced.
+    s_reload(f, (uint64_t[]){210, 250, 300}, (double[]){0, 0, 0});
+    assert_int_equal(s_route_n(f, "sglang-cache-aware", longer, 120, true), IPL_ROUTE_OK);
+    assert_string_equal(f->d.reason, "cache_match");
+}
+
+// production-stack prefixaware: random among the longest matches of the routing history.
+static void test_prefix_hash(void **state)
+{
+    s_fix_t *f = *state;
+    uint64_t x[40];
+    for (int i = 0; i < 40; i++)
+        x[i] = 0xbb000 + (uint64_t)i;
+    assert_int_equal(s_route_n(f, "prefix-hash", x, 20, true), IPL_ROUTE_OK);
+    assert_string_equal(f->d.reason, "prefix_miss");
+    assert_true(s_cand(f, "w1")->c.eligible && s_cand(f, "w2")->c.eligible &&
+                s_cand(f, "w3")->c.eligible);
+    const char *first = f->d.worker->name;
+    // A longer prompt sharing those 20 blocks: only the worker that got them is eligible.
+    for (int k = 0; k < 5; k++) {
+        assert_int_equal(s_route_n(f, "prefix-hash", x, 40, true), IPL_ROUTE_OK);
+        assert_string_equal(f->d.worker->name, first);
+        assert_string_equal(f->d.reason, "prefix_match");
+        assert_non_null(strstr(f->d.detail, k == 0 ? "(20 of 40 blocks)" : "(40 of 40 blocks)"));
+    }
+    for (uint32_t i = 0; i < f->d.ncands; i++)
+        assert_int_equal(f->d.cands[i].c.eligible, !strcmp(f->d.cands[i].c.worker, first));
+    // The worker down: nobody healthy shares the prefix → all healthy are candidates again.
+    s_load(f, first, 0, 0, 0, IPL_HEALTH_DOWN);
+    assert_int_equal(s_route_n(f, "prefix-hash", x, 40, false), IPL_ROUTE_OK);
+    assert_string_not_equal(f->d.worker->name, first);
+    assert_string_equal(f->d.reason, "prefix_miss");
+}
+
+// The pool's strategy, and the router's default when the pool names none.
+static void test_pool_strategy_and_default(void **state)
+{
+    s_fix_t *f = *state;
+    s_pools[0].strategy = "dynamo-cost";
+    assert_int_equal(s_route(f, NULL), IPL_ROUTE_OK);
+    assert_string_equal(f->d.strategy, "dynamo-cost");
+    s_pools[0].strategy = "";
+    assert_int_equal(s_route(f, NULL), IPL_ROUTE_OK);
+    assert_string_equal(f->d.strategy, "ttft");
+    // ttft on the fixture: w3 prefills 2 blocks (32 tokens), the others 5 and 8.
+    assert_string_equal(f->d.worker->name, "w3");
+    assert_string_equal(f->d.reason, "cache_hit");
+}
+
+int main(void)
+{
+    ipl_log_set_level(IPL_LOG_OFF);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_the_list),
+        cmocka_unit_test_setup_teardown(test_dynamo_worked_example, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_gie_default_weights, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_least_loaded_random_round_robin, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_sglang_cache_aware, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_prefix_hash, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_pool_strategy_and_default, s_setup, s_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
