@@ -73,7 +73,8 @@ $(BUILD)/inferplane-$(1): $(BUILD)/obj/services/$(1)/main.o $(BUILD)/svc-$(1).a 
   $$(foreach u,$$($(1)_USES),$(BUILD)/svc-$$(u).a) $(LIB)
 	$(CC) $(LDFLAGS) $$^ $$(PKG_LIBS) $(LDLIBS) -o $$@
 $$(patsubst services/$(1)/tests/%.c,$(BUILD)/tests/%,$$(wildcard services/$(1)/tests/test_*.c)): \
-  $(BUILD)/tests/%: $(BUILD)/obj/services/$(1)/tests/%.o $(BUILD)/svc-$(1).a $(LIB)
+  $(BUILD)/tests/%: $(BUILD)/obj/services/$(1)/tests/%.o $(BUILD)/svc-$(1).a \
+  $$(foreach u,$$($(1)_USES),$(BUILD)/svc-$$(u).a) $(LIB)
 	$(CC) $(LDFLAGS) $$^ $$(PKG_LIBS) -lcmocka $(LDLIBS) -o $$@
 endef
 $(foreach s,$(SERVICES),$(eval $(call SERVICE_RULES,$(s))))

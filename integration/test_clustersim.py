@@ -1,0 +1,135 @@
+"""inferplane-clustersim end to end: the routing-quality check CI relies on, determinism by
+seed, traces in both formats, and the command line's errors and notes.
+
+The scenario is the published benchmark's shape (MISSION.md: 2 pools x 3 L40S workers, long
+prompts sharing a prefix from a set of groups, Poisson arrivals) cut to 300 requests so each
+strategy simulates in well under a second of real time.
+"""
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+from lib.harness import binary
+
+SCENARIO = ["--workload", "shared-prefix", "--requests", "300", "--seed", "1"]
+
+
+def run(args, timeout=120):
+    """Runs the simulator; returns (exit code, stdout, stderr)."""
+    p = subprocess.run([binary("clustersim")] + args, capture_output=True, timeout=timeout)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+def figures(stdout):
+    """{(name, strategy, workload): value} from --json output (one object per line)."""
+    out = {}
+    for line in stdout.splitlines():
+        o = json.loads(line)
+        self_keys = set(o)
+        assert self_keys == {"name", "strategy", "workload", "value"}, o
+        out[(o["name"], o["strategy"], o["workload"])] = o["value"]
+    return out
+
+
+class TestClustersim(unittest.TestCase):
+    def test_ttft_beats_gie_default_beats_random(self):
+        rc, out, err = run(SCENARIO + ["--strategies", "ttft,gie-default,random", "--json"])
+        self.assertEqual(rc, 0, err)
+        f = figures(out)
+        p50 = {s: f[("ttft_p50_s", s, "shared-prefix")]
+               for s in ("ttft", "gie-default", "random")}
+        msg = "median TTFT per strategy: %r" % p50
+        self.assertLess(p50["ttft"], p50["gie-default"], msg)
+        self.assertLess(p50["gie-default"], p50["random"], msg)
+        # The published benchmark's effect, qualitatively: cache-aware routing keeps most
+        # prompts cached and the median TTFT an order of magnitude below random spreading.
+        self.assertLess(p50["ttft"] * 10, p50["random"], msg)
+        hit = {s: f[("cache_hit_ratio", s, "shared-prefix")] for s in ("ttft", "random")}
+        self.assertGreater(hit["ttft"], hit["random"] + 0.3, hit)
+        good = {s: f[("goodput_rpm", s, "shared-prefix")] for s in ("ttft", "random")}
+        self.assertGreater(good["ttft"], 3 * good["random"], good)
+        for s in ("ttft", "gie-default", "random"):
+            self.assertEqual(f[("completed", s, "shared-prefix")], 300)
+            self.assertEqual(f[("rejected", s, "shared-prefix")], 0)
+            for name in ("ttft_p90_s", "ttft_p99_s", "e2e_p50_s", "e2e_p99_s",
+                         "throughput_rpm"):
+                self.assertIn((name, s, "shared-prefix"), f)
+
+    def test_same_seed_same_bytes(self):
+        args = SCENARIO + ["--requests", "120", "--strategies", "ttft,random,oracle",
+                           "--workload", "shared-prefix,multi-turn", "--json"]
+        rc1, out1, err1 = run(args)
+        rc2, out2, err2 = run(args)
+        self.assertEqual((rc1, rc2), (0, 0), err1 + err2)
+        self.assertEqual(out1, out2)
+        self.assertEqual(len(out1.splitlines()), 2 * 3 * 10)
+        rc3, out3, err3 = run(args + ["--seed", "2"])
+        self.assertEqual(rc3, 0, err3)
+        self.assertNotEqual(out1, out3)
+        # The table is deterministic too (timings go to stderr only).
+        rc4, t1, _ = run(args[:-1])
+        rc5, t2, _ = run(args[:-1])
+        self.assertEqual((rc4, rc5), (0, 0))
+        self.assertEqual(t1, t2)
+        self.assertIn("ttft p50", t1)
+
+    def _trace(self, lines):
+        fd, path = tempfile.mkstemp(suffix=".jsonl", prefix="clustersim-")
+        with os.fdopen(fd, "w") as f:
+            f.write("\n".join(json.dumps(l) for l in lines) + "\n")
+        self.addCleanup(os.unlink, path)
+        return path
+
+    def test_traces(self):
+        ours = self._trace([{"arrival_s": 0.1 * i, "tenant": "t%d" % (i % 2), "model": "chat",
+                             "prompt_tokens": 3000, "prefix_group": i % 3,
+                             "output_tokens": 20} for i in range(60)])
+        rc, out, err = run(["--trace", ours, "--strategies", "ttft,random", "--json"])
+        self.assertEqual(rc, 0, err)
+        f = figures(out)
+        name = os.path.basename(ours)
+        self.assertEqual(f[("completed", "ttft", name)], 60)
+        # Three groups of 2,744 shared tokens: most of each prompt is a hit after warm-up.
+        self.assertGreater(f[("cache_hit_ratio", "ttft", name)], 0.6)
+
+        moon = self._trace([{"timestamp": 200 * i, "input_length": 2000, "output_length": 10,
+                             "hash_ids": [1, 2, 3, 100 + i]} for i in range(40)])
+        rc, out, err = run(["--trace", moon, "--strategies", "ttft", "--json"])
+        self.assertEqual(rc, 0, err)
+        f = figures(out)
+        name = os.path.basename(moon)
+        self.assertEqual(f[("completed", "ttft", name)], 40)
+        self.assertGreater(f[("cache_hit_ratio", "ttft", name)], 0.6)  # 1,536 of 2,000 shared
+
+        bad = self._trace([{"arrival_s": 0, "prompt_tokens": 10, "output_tokens": 1}])
+        with open(bad, "a") as fh:
+            fh.write("{not json\n")
+        rc, out, err = run(["--trace", bad])
+        self.assertEqual(rc, 2)
+        self.assertIn(bad + ":2:", err)
+        self.assertEqual(out, "")
+
+    def test_unknown_strategy_is_skipped_with_a_note(self):
+        rc, out, err = run(SCENARIO + ["--requests", "30", "--strategies", "ttft,no-such,random",
+                                       "--json"])
+        self.assertEqual(rc, 0, err)
+        self.assertIn('strategy "no-such" is not implemented', err)
+        self.assertEqual({k[1] for k in figures(out)}, {"ttft", "random"})
+
+    def test_bad_flags(self):
+        for args in (["--workload", "nope"], ["--event-delay-ms", "50-5"], ["--pools", "0"],
+                     ["--pools", "2", "--workers-per-pool", "600"], ["--profile", "gpu9000"],
+                     ["--strategies", "nope"], ["--bogus"]):
+            rc, out, err = run(args + ["--requests", "10"])
+            self.assertEqual(rc, 2, args)
+            self.assertIn("inferplane-clustersim:", err, args)
+            self.assertEqual(out, "", args)
+        rc, out, _ = run(["--help"])
+        self.assertEqual(rc, 0)
+        self.assertIn("--strategies", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
