@@ -1,5 +1,6 @@
 /*
- * ipl_tokenizer — the built-in reversible tokenizer (see ipl_tokenizer.h).
+ * ipl_tokenizer — the tokenizer interface: a tokenizer.json (delegated to ipl_bpe) or the
+ * built-in reversible tokenizer (see ipl_tokenizer.h), which the rest of this file is.
  *
  * Segmentation, precisely. NUL bytes are dropped first: encode(text) == encode(text without its
  * NUL bytes), since a piece cannot hold NUL and decode returns a C string. Then the special
@@ -28,14 +29,18 @@
 #include "ipl_tokenizer.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "ipl_bpe.h"
 
 #define S_PIECE_MAX 3
 #define S_ID_MAX    (1u + 0xffffffu) /* the id of the piece ff ff ff */
 
 struct ipl_tokenizer {
-    const char *name;
+    char *name;     /* malloc'd */
+    ipl_bpe_t *bpe; /* NULL: the built-in tokenizer */
 };
 
 static const struct {
@@ -53,13 +58,31 @@ static const struct {
 ipl_tokenizer_t *ipl_tokenizer_new_builtin(void)
 {
     ipl_tokenizer_t *self = calloc(1, sizeof *self);
-    if (self) self->name = "builtin";
+    if (self && !(self->name = strdup("builtin"))) ipl_tokenizer_destroy(&self);
+    return self;
+}
+
+ipl_tokenizer_t *ipl_tokenizer_new_from_file(const char *tokenizer_json_path, char *err,
+                                             size_t errlen)
+{
+    ipl_tokenizer_t *self = calloc(1, sizeof *self);
+    size_t namelen = strlen(tokenizer_json_path) + 4;
+    if (!self || !(self->name = malloc(namelen))) {
+        ipl_tokenizer_destroy(&self);
+        if (err && errlen) snprintf(err, errlen, "%s: out of memory", tokenizer_json_path);
+        return NULL;
+    }
+    snprintf(self->name, namelen, "hf:%s", tokenizer_json_path);
+    if (!(self->bpe = ipl_bpe_new_from_file(tokenizer_json_path, err, errlen)))
+        ipl_tokenizer_destroy(&self);
     return self;
 }
 
 void ipl_tokenizer_destroy(ipl_tokenizer_t **self_p)
 {
     if (self_p && *self_p) {
+        ipl_bpe_destroy(&(*self_p)->bpe);
+        free((*self_p)->name);
         free(*self_p);
         *self_p = NULL;
     }
@@ -131,9 +154,9 @@ static size_t s_find_special(const unsigned char *p, size_t n, size_t *k)
     return n;
 }
 
-uint32_t *ipl_tokenizer_encode(const ipl_tokenizer_t *self, const char *text, size_t len, size_t *n)
+/* The built-in encoding. */
+static uint32_t *s_encode_builtin(const char *text, size_t len, size_t *n)
 {
-    (void)self;
     *n = 0;
     unsigned char *copy = NULL;
     const unsigned char *p = (const unsigned char *)text;
@@ -189,9 +212,22 @@ static size_t s_id_bytes(uint32_t id, char *buf)
     return n;
 }
 
+uint32_t *ipl_tokenizer_encode(const ipl_tokenizer_t *self, const char *text, size_t len, size_t *n)
+{
+    if (self->bpe) return ipl_bpe_encode(self->bpe, text, len, false, n);
+    return s_encode_builtin(text, len, n);
+}
+
+uint32_t *ipl_tokenizer_encode_with_special(const ipl_tokenizer_t *self, const char *text,
+                                            size_t len, size_t *n)
+{
+    if (self->bpe) return ipl_bpe_encode(self->bpe, text, len, true, n);
+    return s_encode_builtin(text, len, n);
+}
+
 char *ipl_tokenizer_decode(const ipl_tokenizer_t *self, const uint32_t *ids, size_t n)
 {
-    (void)self;
+    if (self->bpe) return ipl_bpe_decode(self->bpe, ids, n, NULL);
     char piece[S_SPECIAL_MAXLEN];
     size_t total = 0;
     for (size_t i = 0; i < n; i++)

@@ -6,7 +6,7 @@ set -euo pipefail
 pkgs=(libczmq-dev libzmq3-dev libmsgpack-dev libmicrohttpd-dev libcurl4-openssl-dev libyaml-dev
       libxxhash-dev libcmocka-dev libcjson-dev pkg-config gcc make clang libclang-rt-dev)
 # Commands the tests and tools call, with the Debian package that provides each.
-declare -A cmds=([python3]=python3 [curl]=curl)
+declare -A cmds=([python3]=python3 [curl]=curl [node]=nodejs [npm]=npm)
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -15,7 +15,9 @@ done
 for c in "${!cmds[@]}"; do
     command -v "$c" >/dev/null 2>&1 || missing+=("${cmds[$c]}")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ${#missing[@]} -eq 0 ]; then
+    exec "$(dirname "$0")/deps-node.sh"
+fi
 
 echo "deps: installing ${missing[*]}" >&2
 sudo=""
@@ -23,3 +25,4 @@ sudo=""
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq >/dev/null
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+exec "$(dirname "$0")/deps-node.sh"

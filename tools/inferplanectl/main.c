@@ -14,6 +14,7 @@ static const s_command_t s_commands[] = {
     {"route", ctl_route, "ask a decider where a request would go (--explain for every candidate)"},
     {"poke", ctl_poke, "send malformed frames to a ZeroMQ endpoint (robustness tests)"},
     {"proto-doc", ctl_proto_doc, "print the wire-message catalogue as Markdown"},
+    {"tokenize", ctl_tokenize, "encode stdin with a tokenizer.json (--decode: ids to text)"},
 };
 
 static void s_usage(FILE *out)
