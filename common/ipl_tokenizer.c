@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ipl_bpe.h"
 
@@ -60,6 +61,21 @@ ipl_tokenizer_t *ipl_tokenizer_new_builtin(void)
     ipl_tokenizer_t *self = calloc(1, sizeof *self);
     if (self && !(self->name = strdup("builtin"))) ipl_tokenizer_destroy(&self);
     return self;
+}
+
+ipl_tokenizer_t *ipl_tokenizer_open(const char *spec, char *err, size_t errlen)
+{
+    if (!spec || !*spec || !strcmp(spec, "builtin")) return ipl_tokenizer_new_builtin();
+    struct stat st;
+    if (stat(spec, &st) == 0 && S_ISDIR(st.st_mode)) {
+        char path[4096];
+        if (snprintf(path, sizeof path, "%s/tokenizer.json", spec) >= (int)sizeof path) {
+            if (err && errlen) snprintf(err, errlen, "%s: path too long", spec);
+            return NULL;
+        }
+        return ipl_tokenizer_new_from_file(path, err, errlen);
+    }
+    return ipl_tokenizer_new_from_file(spec, err, errlen);
 }
 
 ipl_tokenizer_t *ipl_tokenizer_new_from_file(const char *tokenizer_json_path, char *err,

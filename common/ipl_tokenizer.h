@@ -46,6 +46,11 @@ ipl_tokenizer_t *ipl_tokenizer_new_builtin(void);
 ipl_tokenizer_t *ipl_tokenizer_new_from_file(const char *tokenizer_json_path, char *err,
                                              size_t errlen);
 
+/* What a --tokenizer flag names: NULL, "" or "builtin" gives the built-in tokenizer; a
+ * directory gives <dir>/tokenizer.json; anything else is a tokenizer.json path. NULL with a
+ * message in err on failure. The one way services turn the flag into a tokenizer. */
+ipl_tokenizer_t *ipl_tokenizer_open(const char *spec, char *err, size_t errlen);
+
 void ipl_tokenizer_destroy(ipl_tokenizer_t **self_p);
 
 /* "builtin", or "hf:<path>" for a tokenizer.json loaded from <path>. */

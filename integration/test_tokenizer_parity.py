@@ -204,3 +204,23 @@ class TestTokenizerParity(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@unittest.skipUnless(shutil.which("node"), "node is not installed (Node.js >= 18 is needed)")
+@unittest.skipUnless(os.path.exists(MODELS["qwen3"]),
+                     "tools/node/node_modules is missing: run tools/deps-node.sh (needs npm)")
+class TestSimulatorTokenizer(unittest.TestCase):
+    """inferplane-sim --tokenizer DIR tokenizes exactly like the reference, so its cached blocks
+    hold the ids a router computing with the same file would hash."""
+
+    def test_sim_tokenize_matches_reference(self):
+        from lib.harness import Stack, http_json
+        st = Stack(self)
+        sim = st.start_sim(extra=["--tokenizer", os.path.dirname(MODELS["qwen3"])])
+        texts = [t for t in TRICKY if "\x00" not in t][:12]
+        ref = run(["node", os.path.join(NODE_DIR, "hf_tokenize.js"), "--tokenizer",
+                   MODELS["qwen3"]], jsonl(texts))
+        for text, want in zip(texts, ref):
+            status, _, doc = http_json("POST", sim.url + "/tokenize", {"prompt": text})
+            self.assertEqual(status, 200, doc)
+            self.assertEqual(doc["tokens"], want, text)

@@ -35,6 +35,7 @@ typedef struct {
     char *host;
     int64_t port;
     char *served_model_name;
+    char *tokenizer;
     int64_t block_size;
     int64_t num_gpu_blocks_override;
     int64_t max_num_seqs;
@@ -64,6 +65,9 @@ static void s_declare(ipl_config_t *c, s_opts_t *o)
     ipl_config_add(c, "host", IPL_OPT_STR, &o->host, "0.0.0.0", "host name to listen on (vLLM)");
     ipl_config_add(c, "port", IPL_OPT_INT, &o->port, "8000",
                    "port of the OpenAI API, /metrics and /health (vLLM)");
+    ipl_config_add(c, "tokenizer", IPL_OPT_STR, &o->tokenizer, "builtin",
+                   "tokenizer.json file, or a directory holding one (vLLM: name or path of "
+                   "the HF tokenizer); \"builtin\" for the built-in tokenizer");
     ipl_config_add(c, "served-model-name", IPL_OPT_STR, &o->served_model_name, "sim-model",
                    "the model name clients ask for (vLLM)");
     ipl_config_add(c, "block-size", IPL_OPT_INT, &o->block_size, "16",
@@ -453,9 +457,12 @@ int main(int argc, char **argv)
     sim_engine_t *engine = NULL;
     sim_api_t *api = NULL;
     ipl_httpd_t *httpd = NULL;
-    ipl_tokenizer_t *tok = ipl_tokenizer_new_builtin();
     char err[512] = "", listen[300];
-    if (!tok) goto done;
+    ipl_tokenizer_t *tok = ipl_tokenizer_open(o.tokenizer, err, sizeof err);
+    if (!tok) {
+        fprintf(stderr, "inferplane-sim: --tokenizer: %s\n", err);
+        goto done;
+    }
     if (kvc.enabled && !(kvpub = sim_kvpub_new(&kvc, &kvo, err, sizeof err))) {
         fprintf(stderr, "inferplane-sim: %s\n", err);
         goto done;
