@@ -25,14 +25,17 @@
  * A block costs one 12-byte slot divided by the load factor (3/8 .. 3/4 → 16..32 B) whatever
  * the number of its holders: it stores one set id. Blocks of one prompt chain are almost
  * always held by the same workers, so there are few distinct sets, each shared by many blocks
- * (refcounted, freed at zero). Measured: 10M memberships (4M blocks, 1-4 of 64 workers each)
- * take ~10 B per membership.
+ * (refcounted, freed at zero). Measured: 10M memberships take ~10 B per membership with 4M
+ * blocks (1-4 of 64 workers each), 20 B with 7.5M blocks (1.33 workers each, bench_index).
  *
  * ipl_index_match walks the chain once: one probe per block, and only when the set id changes
  * from the previous block does it intersect the surviving workers with the new set (sorted
  * arrays). It stops at the first block nobody (still alive) holds. A 512-block prompt held by
  * 64 workers costs ~512 probes, not 512 × 64 membership tests; the probes of the next blocks
  * are prefetched, so a cold index pays overlapping DRAM misses, not one after another.
+ *
+ * Big block tables are mapped in transparent huge pages (s_slots_alloc): a lookup touches
+ * random slots all over the table, and with 4 KiB pages most probes would miss the TLB too.
  *
  * Costs: add/remove O(1) amortised per block (+ O(|S|) to build a set the first time it is
  * seen); clear_worker and foreach scan the block table once (O(capacity)).
@@ -45,11 +48,13 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define S_INITIAL_SLOTS 1024u /* block table */
 #define S_INITIAL_SETS  64u   /* set pool and intern table */
 #define S_NAME_SLOTS    2048u /* worker-name table: 2 × IPL_INDEX_MAX_WORKERS */
-#define S_PREFETCH      16u   /* match: blocks probed ahead */
+#define S_PREFETCH      24u   /* match: blocks probed ahead */
+#define S_PREFETCH_W    8u    /* add/remove: blocks probed ahead */
 #define S_EMPTY_SET     0u    /* set id 0: the empty set, also "empty slot" */
 
 typedef struct {
@@ -329,6 +334,38 @@ static int s_set_step(ipl_index_t *self, uint32_t base, int worker, bool adding,
 /* ------------------------------------------------------------------------------------------ */
 /* block table */
 
+#define S_HUGE_PAGE (2u << 20)
+#define S_HUGE_MIN  (4u << 20) /* tables from this size on live in transparent huge pages */
+
+/* A zeroed table of `cap` slots. Large tables are mapped 2 MiB-aligned with MADV_HUGEPAGE:
+ * lookups probe random slots all over the table, and with 4 KiB pages nearly every probe of a
+ * big table would also miss the TLB. */
+static s_slot_t *s_slots_alloc(size_t cap)
+{
+    size_t bytes = cap * sizeof(s_slot_t);
+    if (bytes < S_HUGE_MIN) return calloc(cap, sizeof(s_slot_t));
+    size_t len = (bytes + S_HUGE_PAGE - 1) & ~(size_t)(S_HUGE_PAGE - 1);
+    uint8_t *p =
+        mmap(NULL, len + S_HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    uint8_t *a = (uint8_t *)(((uintptr_t)p + S_HUGE_PAGE - 1) & ~(uintptr_t)(S_HUGE_PAGE - 1));
+    if (a > p) munmap(p, (size_t)(a - p));
+    uint8_t *end = p + len + S_HUGE_PAGE;
+    if (end > a + len) munmap(a + len, (size_t)(end - (a + len)));
+    (void)madvise(a, len, MADV_HUGEPAGE); /* advice only: THP may be off */
+    return (s_slot_t *)a;
+}
+
+static void s_slots_free(s_slot_t *slot, size_t cap)
+{
+    size_t bytes = cap * sizeof(s_slot_t);
+    if (!slot) return;
+    if (bytes < S_HUGE_MIN)
+        free(slot);
+    else
+        munmap(slot, (bytes + S_HUGE_PAGE - 1) & ~(size_t)(S_HUGE_PAGE - 1));
+}
+
 static unsigned s_log2(size_t cap)
 {
     unsigned b = 0;
@@ -340,7 +377,7 @@ static unsigned s_log2(size_t cap)
 static int s_table_grow(ipl_index_t *self)
 {
     size_t ncap = self->cap * 2;
-    s_slot_t *slot = calloc(ncap, sizeof *slot);
+    s_slot_t *slot = s_slots_alloc(ncap);
     if (!slot) return IPL_E_NOMEM;
     unsigned nshift = 64 - s_log2(ncap);
     for (size_t i = 0; i < self->cap; i++) {
@@ -351,7 +388,7 @@ static int s_table_grow(ipl_index_t *self)
             j = (j + 1) & (ncap - 1);
         slot[j] = self->slot[i];
     }
-    free(self->slot);
+    s_slots_free(self->slot, self->cap);
     self->slot = slot;
     self->cap = ncap;
     self->shift = nshift;
@@ -366,6 +403,17 @@ static inline size_t s_find(const ipl_index_t *self, uint64_t key)
         if (!self->slot[i].set) return SIZE_MAX;
         if (self->slot[i].key == key) return i;
     }
+}
+
+/* Starts loading the memory a lookup of `key` will read: its home slot and the next one (a
+ * 12-byte slot may straddle two cache lines, and a hit is often one slot past home). The
+ * second address may lie past the table's end: computed as an integer, and a prefetch never
+ * faults. */
+static inline void s_prefetch_home(const ipl_index_t *self, uint64_t key)
+{
+    uintptr_t a = (uintptr_t)&self->slot[s_home(self, key)];
+    __builtin_prefetch((const void *)a);
+    __builtin_prefetch((const void *)(a + 2 * sizeof(s_slot_t) - 1));
 }
 
 /* Empties slot i, shifting the rest of its cluster back so probes never cross a hole. */
@@ -428,7 +476,7 @@ ipl_index_t *ipl_index_new(void)
     self->intern = calloc(self->intern_cap, sizeof *self->intern);
     self->memo.from = self->memo.to = UINT32_MAX;
     if (!self->pool || !self->free_ids || !self->intern ||
-        !(self->slot = calloc(self->cap, sizeof *self->slot))) {
+        !(self->slot = s_slots_alloc(self->cap))) {
         free(self->pool);
         free(self->free_ids);
         free(self->intern);
@@ -447,7 +495,7 @@ void ipl_index_destroy(ipl_index_t **self_p)
     free(self->pool);
     free(self->free_ids);
     free(self->intern);
-    free(self->slot);
+    s_slots_free(self->slot, self->cap);
     for (int w = 0; w < self->nworkers; w++)
         free(self->names[w]);
     free(self);
@@ -502,6 +550,7 @@ int ipl_index_add(ipl_index_t *self, int worker, const uint64_t *hashes, size_t 
     if (worker < 0 || worker >= self->nworkers) return IPL_E_RANGE;
     for (size_t k = 0; k < n; k++) {
         uint64_t key = hashes[k];
+        if (k + S_PREFETCH_W < n) s_prefetch_home(self, hashes[k + S_PREFETCH_W]);
         size_t i = s_find(self, key);
         if (i == SIZE_MAX) {
             if ((self->count + 1) * 4 > self->cap * 3 && s_table_grow(self) != 0)
@@ -532,6 +581,7 @@ int ipl_index_remove(ipl_index_t *self, int worker, const uint64_t *hashes, size
     assert(self && (hashes || n == 0));
     if (worker < 0 || worker >= self->nworkers) return IPL_E_RANGE;
     for (size_t k = 0; k < n; k++) {
+        if (k + S_PREFETCH_W < n) s_prefetch_home(self, hashes[k + S_PREFETCH_W]);
         size_t i = s_find(self, hashes[k]);
         if (i == SIZE_MAX) continue;
         uint32_t from = self->slot[i].set;
@@ -598,10 +648,8 @@ size_t ipl_index_match(const ipl_index_t *self, const uint64_t *hashes, size_t n
     for (size_t w = 0; w < nw; w++)
         prefix[w] = 0;
     if (n == 0) return 0;
-    for (size_t i = 1; i < n && i < S_PREFETCH; i++) {
-        size_t h = s_home(self, hashes[i]);
-        __builtin_prefetch(&self->slot[h]);
-    }
+    for (size_t i = 1; i < n && i < S_PREFETCH; i++)
+        s_prefetch_home(self, hashes[i]);
     size_t i0 = s_find(self, hashes[0]);
     if (i0 == SIZE_MAX) return 0;
     uint32_t cur = self->slot[i0].set;
@@ -613,10 +661,7 @@ size_t ipl_index_match(const ipl_index_t *self, const uint64_t *hashes, size_t n
     for (size_t i = 1; i < n; i++) {
         /* The whole chain is known up front: prefetch the home slots a few blocks ahead so the
          * DRAM misses of a cold index overlap instead of queueing one after another. */
-        if (i + S_PREFETCH < n) {
-            size_t h = s_home(self, hashes[i + S_PREFETCH]);
-            __builtin_prefetch(&self->slot[h]);
-        }
+        if (i + S_PREFETCH < n) s_prefetch_home(self, hashes[i + S_PREFETCH]);
         size_t slot = s_find(self, hashes[i]);
         if (slot == SIZE_MAX) break;
         uint32_t s = self->slot[slot].set;

@@ -1,0 +1,372 @@
+/*
+ * bench_decision — the decider alone: ROUTE_REQ → ROUTE_REP round trips over ZeroMQ on
+ * loopback, against a running policy service + aggregator + decider (tools/run-bench starts
+ * them on ephemeral ports with a pool of `--workers` workers, and passes the endpoints).
+ *
+ *   this process ──PUSH KV_EVENT/LOAD──► aggregator ──PUB──► decider ◄──DEALER ROUTE_REQ── this
+ *   (a synthetic collector)                                           ──► ROUTE_REP
+ *
+ * State: `--memberships` (block, worker) memberships fed through the real aggregator as
+ * KV_EVENT STORED messages of 1-32 blocks (the size of vLLM's BlockStored events): prompt
+ * families with shared prefixes of 32-256 blocks, 512-block prompts each cached on one or two
+ * of its family's 4 affine workers (as bench_index). A LOAD per worker every 100 ms (the
+ * collector's scrape period) keeps every worker up and exact, with queues of 0-8 running and
+ * 0-2 waiting. A local ipl_index mirrors what was sent, so the benchmark waits until the
+ * decider's /debug/state shows exactly that many memberships before it measures.
+ *
+ * Requests: 512-block prompts (8,192 tokens) drawn from the cached population, pre-encoded,
+ * strategy of the pool (ttft), 64 candidates in every reply.
+ *   decision_p50_us, decision_p99_us   one request in flight (closed loop), client-side round
+ *                                      trip; p99 = median of 5 rounds' p99 (see bench_index)
+ *   decisions_per_s                    `--window` requests in flight for `--seconds`
+ *   decisions_per_decider_cpu_s        the same per second of the decider's CPU time
+ *                                      (/proc/<pid>/stat), i.e. per decider core
+ *
+ *   build/bench/bench_decision --aggregator EP --decider EP --decider-admin URL
+ *       [--decider-pid PID] [--workers 64] [--memberships 1000000] [--model sim-model]
+ *       [--requests 50000] [--window 32] [--seconds 3] [--suffix NAME]
+ * (NAME is appended to the figure names.)
+ * Worker names are w0 .. w<workers-1>, the pool's.
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "bench_stack.h"
+#include "ipl_clock.h"
+#include "ipl_error.h"
+#include "ipl_index.h"
+#include "ipl_proto.h"
+
+#define S_FAMILIES    256u
+#define S_AFFINE      4u
+#define S_PROMPT      512u
+#define S_MIN_PREFIX  32u
+#define S_MAX_PREFIX  256u
+#define S_BLOCK       16u
+#define S_ROUNDS      5
+#define S_NREQ        1024 /* distinct pre-encoded requests */
+#define S_MAX_WORKERS 1024
+
+typedef struct {
+    void *ctx;
+    const char *aggregator;
+    int nworkers;
+    char names[S_MAX_WORKERS][16];
+    atomic_bool stop;
+} s_loads_t;
+
+/* The synthetic collector's scrape loop: a LOAD per worker every 100 ms. */
+static void *s_load_thread(void *arg)
+{
+    s_loads_t *l = arg;
+    void *push = bench_socket(l->ctx, ZMQ_PUSH, l->aggregator, false);
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    bench_rng_t rng = bench_rng(99);
+    while (!atomic_load(&l->stop)) {
+        uint64_t now = ipl_wall_ms();
+        for (int w = 0; w < l->nworkers; w++) {
+            ipl_load_t load =
+                bench_load(l->names[w], bench_range(&rng, 0, 8), bench_range(&rng, 0, 2), now);
+            bench_encode(IPL_MSG_LOAD, &load, &buf);
+            zmq_send(push, buf.data, buf.size, 0);
+        }
+        usleep(100000);
+    }
+    msgpack_sbuffer_destroy(&buf);
+    zmq_close(push);
+    return NULL;
+}
+
+typedef struct {
+    uint32_t prefix[S_FAMILIES];
+    uint16_t affine[S_FAMILIES][S_AFFINE];
+    uint64_t salt;
+} s_world_t;
+
+static void s_prompt_hashes(const s_world_t *wd, uint32_t f, uint64_t p, uint64_t *out)
+{
+    for (uint32_t i = 0; i < S_PROMPT; i++)
+        out[i] = i < wd->prefix[f] ? bench_mix(wd->salt ^ ((uint64_t)f << 20 | i))
+                                   : bench_mix(wd->salt ^ (0x8000000000000000ull | p << 12 | i));
+}
+
+typedef struct {
+    void *push;
+    msgpack_sbuffer buf;
+    ipl_index_t *mirror;
+    uint64_t messages;
+} s_feeder_t;
+
+/* Sends a prompt's blocks for `worker` as KV_EVENTs of 1-32 blocks, and mirrors them. */
+static void s_feed_prompt(s_feeder_t *fd, const s_loads_t *l, int worker, const uint64_t *hashes,
+                          bench_rng_t *rng, uint64_t src_seq)
+{
+    for (uint32_t i = 0; i < S_PROMPT;) {
+        uint32_t n = (uint32_t)bench_range(rng, 1, 32);
+        if (n > S_PROMPT - i) n = S_PROMPT - i;
+        ipl_kv_event_t ev = {.worker = (char *)l->names[worker],
+                             .epoch = 1,
+                             .src_seq = src_seq,
+                             .op = IPL_KV_OP_STORED,
+                             .hashes = (uint64_t *)hashes + i,
+                             .hashes_len = n,
+                             .block_size = S_BLOCK};
+        bench_encode(IPL_MSG_KV_EVENT, &ev, &fd->buf);
+        if (zmq_send(fd->push, fd->buf.data, fd->buf.size, 0) < 0)
+            BENCH_DIE("send KV_EVENT: %s", zmq_strerror(zmq_errno()));
+        if (ipl_index_add(fd->mirror, worker, hashes + i, n) != 0) BENCH_DIE("mirror");
+        fd->messages++;
+        i += n;
+    }
+}
+
+typedef struct {
+    double memberships;
+    int nworkers;
+} s_want_t;
+
+static bool s_state_ready(const cJSON *doc, void *arg)
+{
+    const s_want_t *want = arg;
+    const cJSON *ix = cJSON_GetObjectItemCaseSensitive(doc, "index");
+    const cJSON *workers = cJSON_GetObjectItemCaseSensitive(doc, "workers");
+    if (bench_json_num(ix, "memberships") != want->memberships || !cJSON_IsArray(workers) ||
+        cJSON_GetArraySize(workers) != want->nworkers)
+        return false;
+    const cJSON *w;
+    cJSON_ArrayForEach(w, workers)
+    {
+        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(w, "has_load"))) return false;
+    }
+    return true;
+}
+
+typedef struct {
+    void *dealer;
+    msgpack_sbuffer *reqs;
+    uint64_t sent, ok, cache_hits, failed;
+    uint64_t reply_bytes, replies_checked;
+} s_client_t;
+
+/* Receives one reply; when `check`, decodes it and counts its outcome. */
+static void s_recv_reply(s_client_t *c, bool check)
+{
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    if (zmq_msg_recv(&m, c->dealer, 0) < 0) BENCH_DIE("recv: %s", zmq_strerror(zmq_errno()));
+    if (check) {
+        c->reply_bytes += zmq_msg_size(&m);
+        c->replies_checked++;
+        ipl_msg_t rep;
+        if (ipl_msg_decode(zmq_msg_data(&m), zmq_msg_size(&m), &rep) != 0 ||
+            rep.type != IPL_MSG_ROUTE_REP) {
+            c->failed++;
+        } else {
+            if (rep.u.route_rep.status == IPL_ROUTE_OK)
+                c->ok++;
+            else
+                c->failed++;
+            if (rep.u.route_rep.reason && !strcmp(rep.u.route_rep.reason, "cache_hit"))
+                c->cache_hits++;
+            ipl_msg_clear(&rep);
+        }
+    }
+    zmq_msg_close(&m);
+}
+
+static void s_send_req(s_client_t *c, size_t k)
+{
+    const msgpack_sbuffer *b = &c->reqs[k % S_NREQ];
+    if (zmq_send(c->dealer, b->data, b->size, 0) < 0)
+        BENCH_DIE("send: %s", zmq_strerror(zmq_errno()));
+    c->sent++;
+}
+
+int main(int argc, char **argv)
+{
+    const char *aggregator = bench_arg(argc, argv, "aggregator", NULL);
+    const char *decider = bench_arg(argc, argv, "decider", NULL);
+    const char *admin = bench_arg(argc, argv, "decider-admin", NULL);
+    long decider_pid = (long)bench_arg_int(argc, argv, "decider-pid", 0);
+    int nworkers = (int)bench_arg_int(argc, argv, "workers", 64);
+    uint64_t target = (uint64_t)bench_arg_int(argc, argv, "memberships", 1000000);
+    const char *model = bench_arg(argc, argv, "model", "sim-model");
+    size_t nreq = (size_t)bench_arg_int(argc, argv, "requests", 50000);
+    int window = (int)bench_arg_int(argc, argv, "window", 32);
+    double seconds = (double)bench_arg_int(argc, argv, "seconds", 3);
+    const char *suffix = bench_arg(argc, argv, "suffix", "");
+    if (!aggregator || !decider || !admin || nworkers < 1 || nworkers > S_MAX_WORKERS ||
+        nreq < 1000 || window < 1 || seconds < 1)
+        BENCH_DIE("usage: bench_decision --aggregator EP --decider EP --decider-admin URL "
+                  "[--decider-pid PID] [--workers 1..%d] [--memberships N] [--model NAME] "
+                  "[--requests >= 1000] [--window N] [--seconds N]",
+                  S_MAX_WORKERS);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    void *ctx = zmq_ctx_new();
+
+    /* loads first, so that every worker exists and is up */
+    static s_loads_t loads;
+    loads.ctx = ctx;
+    loads.aggregator = aggregator;
+    loads.nworkers = nworkers;
+    for (int w = 0; w < nworkers; w++)
+        snprintf(loads.names[w], sizeof loads.names[w], "w%d", w);
+    pthread_t lt;
+    if (pthread_create(&lt, NULL, s_load_thread, &loads) != 0) BENCH_DIE("pthread_create");
+
+    /* the state */
+    bench_rng_t rng = bench_rng(7);
+    static s_world_t wd;
+    wd.salt = bench_rand(&rng);
+    for (uint32_t f = 0; f < S_FAMILIES; f++) {
+        wd.prefix[f] = (uint32_t)bench_range(&rng, S_MIN_PREFIX, S_MAX_PREFIX);
+        for (uint32_t j = 0; j < S_AFFINE; j++)
+            wd.affine[f][j] = (uint16_t)(bench_rand(&rng) % (uint64_t)nworkers);
+    }
+    s_feeder_t fd = {.push = bench_socket(ctx, ZMQ_PUSH, aggregator, false),
+                     .mirror = ipl_index_new()};
+    msgpack_sbuffer_init(&fd.buf);
+    for (int w = 0; w < nworkers; w++)
+        ipl_index_worker(fd.mirror, loads.names[w]);
+    uint64_t cap = target / (S_PROMPT - S_MAX_PREFIX) + S_FAMILIES + 16;
+    uint32_t *family = malloc(cap * sizeof *family);
+    uint64_t hashes[S_PROMPT];
+    uint64_t np = 0;
+    uint64_t t0 = bench_now_ns();
+    while (ipl_index_memberships(fd.mirror) < target && np < cap) {
+        uint32_t f = (uint32_t)(bench_rand(&rng) % S_FAMILIES);
+        family[np] = f;
+        s_prompt_hashes(&wd, f, np, hashes);
+        int primary = wd.affine[f][bench_rand(&rng) % S_AFFINE];
+        s_feed_prompt(&fd, &loads, primary, hashes, &rng, np);
+        int second = wd.affine[f][bench_rand(&rng) % S_AFFINE];
+        if (bench_rand(&rng) % 4 == 0 && second != primary)
+            s_feed_prompt(&fd, &loads, second, hashes, &rng, np);
+        np++;
+    }
+    s_want_t want = {(double)ipl_index_memberships(fd.mirror), nworkers};
+    char url[512];
+    snprintf(url, sizeof url, "%s/debug/state", admin);
+    if (!bench_wait_json(url, s_state_ready, &want, 120))
+        BENCH_DIE("the decider did not reach %.0f memberships and %d loaded workers in 120 s",
+                  want.memberships, nworkers);
+    BENCH_LOG("state: %" PRIu64 " prompts, %zu blocks, %.0f memberships over %d workers, sent "
+              "as %" PRIu64 " KV_EVENTs, at the decider after %.1f s",
+              np, ipl_index_blocks(fd.mirror), want.memberships, nworkers, fd.messages,
+              (double)(bench_now_ns() - t0) / 1e9);
+
+    /* the requests */
+    static msgpack_sbuffer reqs[S_NREQ];
+    for (size_t k = 0; k < S_NREQ; k++) {
+        uint64_t p = bench_rand(&rng) % np;
+        s_prompt_hashes(&wd, family[p], p, hashes);
+        ipl_route_req_t rq = {.req_id = k,
+                              .model = (char *)model,
+                              .tenant = "",
+                              .prompt_tokens = S_PROMPT * S_BLOCK,
+                              .block_size = S_BLOCK,
+                              .hashes = hashes,
+                              .hashes_len = S_PROMPT,
+                              .strategy = ""};
+        msgpack_sbuffer_init(&reqs[k]);
+        bench_encode(IPL_MSG_ROUTE_REQ, &rq, &reqs[k]);
+    }
+    s_client_t c = {.dealer = bench_socket(ctx, ZMQ_DEALER, decider, false), .reqs = reqs};
+
+    /* latency: one in flight */
+    for (size_t k = 0; k < 2000; k++) { /* warm-up */
+        s_send_req(&c, k);
+        s_recv_reply(&c, true);
+    }
+    if (c.failed) BENCH_DIE("%" PRIu64 " of 2000 warm-up decisions failed", c.failed);
+    uint64_t *lat = malloc(nreq * sizeof *lat);
+    c.ok = c.cache_hits = c.reply_bytes = c.replies_checked = 0;
+    for (size_t k = 0; k < nreq; k++) {
+        uint64_t a = bench_now_ns();
+        s_send_req(&c, k);
+        s_recv_reply(&c, false);
+        lat[k] = bench_now_ns() - a;
+        if (k % 16 == 0) { /* check a sample of the answers outside the timed part */
+            s_send_req(&c, k);
+            s_recv_reply(&c, true);
+        }
+    }
+    if (c.failed) BENCH_DIE("%" PRIu64 " decisions failed", c.failed);
+    BENCH_LOG("checked %" PRIu64 " answers: %" PRIu64 " routed, %" PRIu64 " cache hits; "
+              "request %zu bytes, reply %.0f bytes on average",
+              c.replies_checked, c.ok, c.cache_hits, reqs[0].size,
+              (double)c.reply_bytes / (double)c.replies_checked);
+    size_t m = nreq / S_ROUNDS;
+    uint64_t p99r[S_ROUNDS];
+    for (int r = 0; r < S_ROUNDS; r++)
+        p99r[r] = bench_quantile(lat + (size_t)r * m, m, 0.99);
+    double p99 = (double)bench_quantile(p99r, S_ROUNDS, 0.5) / 1e3;
+    double p50 = (double)bench_quantile(lat, nreq, 0.5) / 1e3;
+    BENCH_LOG("latency: p50 %.1f us; p99 per round %.1f .. %.1f us (median %.1f), over all "
+              "%.1f us; p99.9 %.1f us, max %.1f us",
+              p50, (double)p99r[0] / 1e3, (double)p99r[S_ROUNDS - 1] / 1e3, p99,
+              (double)bench_quantile(lat, nreq, 0.99) / 1e3,
+              (double)bench_quantile(lat, nreq, 0.999) / 1e3, (double)lat[nreq - 1] / 1e3);
+    char note[256];
+    snprintf(note, sizeof note,
+             "ZeroMQ round trip, 512-block prompt, %d workers, %.0f memberships; p99: median "
+             "of %d rounds",
+             nworkers, want.memberships, S_ROUNDS);
+    char name[128];
+    snprintf(name, sizeof name, "decision_p50_us%s", suffix);
+    bench_figure(name, p50, "us", note);
+    snprintf(name, sizeof name, "decision_p99_us%s", suffix);
+    bench_figure(name, p99, "us", note);
+
+    /* throughput: `window` in flight */
+    double cpu0 = decider_pid ? bench_proc_cpu_s(decider_pid) : -1;
+    uint64_t a = bench_now_ns(), end = a + (uint64_t)(seconds * 1e9);
+    uint64_t done = 0, k = 0;
+    c.ok = c.failed = 0;
+    for (int i = 0; i < window; i++)
+        s_send_req(&c, k++);
+    while (bench_now_ns() < end) {
+        s_recv_reply(&c, done % 64 == 0);
+        done++;
+        s_send_req(&c, k++);
+    }
+    uint64_t b = bench_now_ns();
+    double cpu1 = decider_pid ? bench_proc_cpu_s(decider_pid) : -1;
+    for (int i = 0; i < window; i++)
+        s_recv_reply(&c, false);
+    if (c.failed) BENCH_DIE("%" PRIu64 " decisions failed under load", c.failed);
+    double rate = (double)done / ((double)(b - a) / 1e9);
+    snprintf(note, sizeof note, "%d in flight for %.0f s, one client on the same 2 cores", window,
+             seconds);
+    snprintf(name, sizeof name, "decisions_per_s%s", suffix);
+    bench_figure(name, rate, "decisions/s", note);
+    if (cpu0 >= 0 && cpu1 > cpu0) {
+        BENCH_LOG("throughput: %" PRIu64 " decisions in %.2f s; decider CPU %.2f s", done,
+                  (double)(b - a) / 1e9, cpu1 - cpu0);
+        snprintf(name, sizeof name, "decisions_per_decider_cpu_s%s", suffix);
+        bench_figure(name, (double)done / (cpu1 - cpu0), "decisions/s",
+                     "per second of the decider process's CPU time (one decider core)");
+    }
+
+    atomic_store(&loads.stop, true);
+    pthread_join(lt, NULL);
+    for (size_t i = 0; i < S_NREQ; i++)
+        msgpack_sbuffer_destroy(&reqs[i]);
+    msgpack_sbuffer_destroy(&fd.buf);
+    ipl_index_destroy(&fd.mirror);
+    zmq_close(c.dealer);
+    zmq_close(fd.push);
+    zmq_ctx_term(ctx);
+    free(family);
+    free(lat);
+    curl_global_cleanup();
+    return 0;
+}

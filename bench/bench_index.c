@@ -1,0 +1,221 @@
+/*
+ * bench_index — the prefix index (common/ipl_index) at scale: lookup latency and memory.
+ *
+ * The index is filled, through ipl_index_add, with the KV caches of `--workers` workers until
+ * it holds `--memberships` (block, worker) pairs:
+ *
+ *   - 4,096 prompt families (system prompts, shared documents), family f with a shared prefix
+ *     of 32-256 blocks; each family has 4 affine workers (where a cache-aware router sends it);
+ *   - prompts of 512 blocks: their family's prefix, then blocks of their own; each prompt is
+ *     cached on one of its family's affine workers, and on a second one with probability 1/4
+ *     (so prefixes sit on up to 4 workers, suffixes on 1-2);
+ *   - block hashes are distinct random 64-bit values (our XXH3 chain hashes are), derived from
+ *     (family, position) and (prompt, position) so no big array holds them.
+ *
+ * Figures (one core, one thread):
+ *   bytes_per_membership   RSS growth (/proc/self/statm, before ipl_index_new vs after the
+ *                          last add) / memberships
+ *   lookup_p50_us, _p99_us ipl_index_match of a cached 512-block prompt drawn at random from
+ *                          the whole population (every block is found: the longest walk);
+ *                          "cold-ish": the population spans the whole table (far larger than
+ *                          L2; see docs/benchmarks.md for the L3 caveat)
+ *   lookup_partial_*       a new prompt of a random family: its prefix hits, then a miss
+ *   (p50 over every lookup; p99 = the median of 5 rounds' p99, see s_report)
+ *
+ *   build/bench/bench_index [--workers 64] [--memberships 10000000] [--lookups 200000]
+ *                           [--seed 1] [--suffix NAME]   (NAME appended to figure names)
+ */
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "ipl_index.h"
+
+#define S_FAMILIES   4096u
+#define S_AFFINE     4u
+#define S_PROMPT     512u
+#define S_MIN_PREFIX 32u
+#define S_MAX_PREFIX 256u
+
+typedef struct {
+    uint32_t family;
+} s_prompt_t;
+
+typedef struct {
+    uint32_t prefix[S_FAMILIES];
+    uint16_t affine[S_FAMILIES][S_AFFINE];
+    uint64_t salt;
+} s_world_t;
+
+/* The hashes of prompt p of family f (prefix shared by the family); `fresh` prompts use ids
+ * never inserted. */
+static void s_prompt_hashes(const s_world_t *wd, uint32_t f, uint64_t p, uint64_t *out)
+{
+    uint32_t lf = wd->prefix[f];
+    for (uint32_t i = 0; i < lf; i++)
+        out[i] = bench_mix(wd->salt ^ ((uint64_t)f << 20 | i));
+    for (uint32_t i = lf; i < S_PROMPT; i++)
+        out[i] = bench_mix(wd->salt ^ (0x8000000000000000ull | p << 12 | i));
+}
+
+static void s_world_init(s_world_t *wd, int nworkers, bench_rng_t *rng)
+{
+    wd->salt = bench_rand(rng);
+    for (uint32_t f = 0; f < S_FAMILIES; f++) {
+        wd->prefix[f] = (uint32_t)bench_range(rng, S_MIN_PREFIX, S_MAX_PREFIX);
+        for (uint32_t j = 0; j < S_AFFINE; j++) {
+            uint16_t w;
+            bool dup;
+            do { /* distinct workers when there are enough of them */
+                w = (uint16_t)(bench_rand(rng) % (uint64_t)nworkers);
+                dup = false;
+                for (uint32_t k = 0; k < j; k++)
+                    dup |= wd->affine[f][k] == w;
+            } while (dup && (uint32_t)nworkers > j);
+            wd->affine[f][j] = w;
+        }
+    }
+}
+
+/* Times `n` lookups; writes per-lookup ns into `lat`. `hit`: prompts from the population. */
+static void s_lookups(const ipl_index_t *ix, const s_world_t *wd, const s_prompt_t *prompts,
+                      uint64_t nprompts, uint64_t fresh_base, bool hit, uint64_t *lat, size_t n,
+                      bench_rng_t *rng, uint64_t *depth_sum)
+{
+    uint64_t hashes[S_PROMPT];
+    uint32_t prefix[IPL_INDEX_MAX_WORKERS];
+    *depth_sum = 0;
+    for (size_t q = 0; q < n; q++) {
+        if (hit) {
+            uint64_t p = bench_rand(rng) % nprompts;
+            s_prompt_hashes(wd, prompts[p].family, p, hashes);
+        } else {
+            uint32_t f = (uint32_t)(bench_rand(rng) % S_FAMILIES);
+            s_prompt_hashes(wd, f, fresh_base + q, hashes);
+        }
+        uint64_t t0 = bench_now_ns();
+        size_t depth = ipl_index_match(ix, hashes, S_PROMPT, prefix, IPL_INDEX_MAX_WORKERS);
+        uint64_t t1 = bench_now_ns();
+        lat[q] = t1 - t0;
+        *depth_sum += depth;
+    }
+}
+
+#define S_ROUNDS 5
+
+/* p50 over every sample; p99 as the median of S_ROUNDS consecutive rounds' p99, so that one
+ * burst of another process on a shared machine does not decide the figure alone. */
+static void s_report(const char *what, const char *suffix, uint64_t *lat, size_t n,
+                     const char *note)
+{
+    char name[128];
+    size_t m = n / S_ROUNDS;
+    uint64_t p99r[S_ROUNDS];
+    for (int r = 0; r < S_ROUNDS; r++)
+        p99r[r] = bench_quantile(lat + (size_t)r * m, m, 0.99);
+    double p99 = (double)bench_quantile(p99r, S_ROUNDS, 0.5) / 1e3;
+    double p50 = (double)bench_quantile(lat, n, 0.50) / 1e3;
+    double p99all = (double)bench_quantile(lat, n, 0.99) / 1e3;
+    double p999 = (double)bench_quantile(lat, n, 0.999) / 1e3;
+    snprintf(name, sizeof name, "%s_p50_us%s", what, suffix);
+    bench_figure(name, p50, "us", note);
+    snprintf(name, sizeof name, "%s_p99_us%s", what, suffix);
+    bench_figure(name, p99, "us", note);
+    BENCH_LOG("%s: p50 %.2f us; p99 per round %.2f .. %.2f us (median %.2f), over all %.2f us; "
+              "p99.9 %.2f us, max %.2f us",
+              what, p50, (double)p99r[0] / 1e3, (double)p99r[S_ROUNDS - 1] / 1e3, p99, p99all, p999,
+              (double)lat[n - 1] / 1e3);
+}
+
+int main(int argc, char **argv)
+{
+    int nworkers = (int)bench_arg_int(argc, argv, "workers", 64);
+    uint64_t target = (uint64_t)bench_arg_int(argc, argv, "memberships", 10000000);
+    size_t nlookups = (size_t)bench_arg_int(argc, argv, "lookups", 200000);
+    uint64_t seed = (uint64_t)bench_arg_int(argc, argv, "seed", 1);
+    const char *suffix = bench_arg(argc, argv, "suffix", "");
+    if (nworkers < 1 || nworkers > IPL_INDEX_MAX_WORKERS || target < 10000 || nlookups < 100)
+        BENCH_DIE("usage: bench_index [--workers 1..%d] [--memberships >= 10000] "
+                  "[--lookups >= 100] [--seed N] [--suffix NAME]",
+                  IPL_INDEX_MAX_WORKERS);
+
+    bench_rng_t rng = bench_rng(seed);
+    s_world_t *wd = calloc(1, sizeof *wd);
+    uint64_t cap_prompts = target / (S_PROMPT - S_MAX_PREFIX) + S_FAMILIES + 16;
+    s_prompt_t *prompts = malloc(cap_prompts * sizeof *prompts);
+    uint64_t *lat = malloc(nlookups * sizeof *lat);
+    uint64_t *hashes = malloc(S_PROMPT * sizeof *hashes);
+    if (!wd || !prompts || !lat || !hashes) BENCH_DIE("out of memory");
+    s_world_init(wd, nworkers, &rng);
+    /* touch everything allocated so far: only the index may grow the RSS from here */
+    memset(prompts, 0, cap_prompts * sizeof *prompts);
+    memset(lat, 0, nlookups * sizeof *lat);
+
+    size_t rss0 = bench_rss_bytes();
+    ipl_index_t *ix = ipl_index_new();
+    if (!ix) BENCH_DIE("out of memory");
+    char name[32];
+    for (int w = 0; w < nworkers; w++) {
+        snprintf(name, sizeof name, "worker-%d", w);
+        if (ipl_index_worker(ix, name) != w) BENCH_DIE("worker ids");
+    }
+    uint64_t np = 0;
+    uint64_t t0 = bench_now_ns();
+    while (ipl_index_memberships(ix) < target && np < cap_prompts) {
+        uint32_t f = (uint32_t)(bench_rand(&rng) % S_FAMILIES);
+        prompts[np].family = f;
+        s_prompt_hashes(wd, f, np, hashes);
+        int primary = wd->affine[f][bench_rand(&rng) % S_AFFINE];
+        if (ipl_index_add(ix, primary, hashes, S_PROMPT) != 0) BENCH_DIE("ipl_index_add");
+        if (bench_rand(&rng) % 4 == 0) {
+            int second = wd->affine[f][bench_rand(&rng) % S_AFFINE];
+            if (second != primary && ipl_index_add(ix, second, hashes, S_PROMPT) != 0)
+                BENCH_DIE("ipl_index_add");
+        }
+        np++;
+    }
+    uint64_t t1 = bench_now_ns();
+    size_t rss1 = bench_rss_bytes();
+    size_t members = ipl_index_memberships(ix);
+    if (members < target) BENCH_DIE("population too small for %" PRIu64 " memberships", target);
+    BENCH_LOG("%d workers, %" PRIu64 " prompts: %zu blocks, %zu memberships (%.2f per block) "
+              "in %.2f s (%.1f M adds/s); RSS +%.1f MB, index says %.1f MB",
+              nworkers, np, ipl_index_blocks(ix), members,
+              (double)members / (double)ipl_index_blocks(ix), (double)(t1 - t0) / 1e9,
+              (double)np * S_PROMPT * 1.25 / ((double)(t1 - t0) / 1e9) / 1e6,
+              (double)(rss1 - rss0) / 1e6, (double)ipl_index_memory_bytes(ix) / 1e6);
+
+    char fig[128], note[256];
+    snprintf(note, sizeof note, "%zu memberships, %zu blocks, %d workers", members,
+             ipl_index_blocks(ix), nworkers);
+    snprintf(fig, sizeof fig, "bytes_per_membership%s", suffix);
+    bench_figure(fig, (double)(rss1 - rss0) / (double)members, "B", note);
+    snprintf(fig, sizeof fig, "index_bytes_per_membership%s", suffix);
+    bench_figure(fig, (double)ipl_index_memory_bytes(ix) / (double)members, "B",
+                 "the index's own accounting (ipl_index_memory_bytes)");
+
+    uint64_t depth;
+    snprintf(note, sizeof note,
+             "512-block cached prompt, %zu memberships, %d workers; p99: median of %d rounds",
+             members, nworkers, S_ROUNDS);
+    s_lookups(ix, wd, prompts, np, 0, true, lat, nlookups / 10, &rng, &depth); /* warm-up */
+    s_lookups(ix, wd, prompts, np, 0, true, lat, nlookups, &rng, &depth);
+    if (depth != (uint64_t)nlookups * S_PROMPT)
+        BENCH_DIE("a cached prompt was not fully matched (%" PRIu64 " blocks)", depth);
+    s_report("lookup", suffix, lat, nlookups, note);
+    s_lookups(ix, wd, prompts, np, 1ull << 40, false, lat, nlookups, &rng, &depth);
+    BENCH_LOG("partial: mean depth %.1f blocks", (double)depth / (double)nlookups);
+    s_report("lookup_partial", suffix, lat, nlookups,
+             "new prompt of a known family: prefix hit, then a miss; p99: median of 5 rounds");
+
+    ipl_index_destroy(&ix);
+    free(hashes);
+    free(lat);
+    free(prompts);
+    free(wd);
+    return 0;
+}
