@@ -5,6 +5,10 @@
  * the cursor and checks that the whole value header — and, for str/bin/ext, its payload; for
  * array/map, a lower bound of its contents — fits in the bytes left. The public readers then
  * check the type and commit the cursor in one step, so a failed read never moves it.
+ *
+ * The hot encodings (positive ints, fixstr, array and map headers: token ids, block hashes,
+ * map keys) first try a fast path that applies the same checks to that one encoding; anything
+ * else, including every error, falls through to s_head().
  */
 #include "ipl_mp.h"
 #include "ipl_error.h"
@@ -210,6 +214,74 @@ static int s_expect(const ipl_mp_reader_t *r, s_head_t *h, ipl_mp_type_t type)
     return rc;
 }
 
+/* ---- fast paths (see the top of the file) ---- */
+
+/* A big-endian unsigned of 1, 2, 4 or 8 bytes. */
+static inline uint64_t s_be_n(const uint8_t *p, size_t n)
+{
+    switch (n) {
+    case 1:
+        return p[0];
+    case 2:
+        return (uint64_t)p[0] << 8 | p[1];
+    case 4:
+        return (uint64_t)p[0] << 24 | (uint64_t)p[1] << 16 | (uint64_t)p[2] << 8 | p[3];
+    default: {
+        uint64_t v;
+        memcpy(&v, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        v = __builtin_bswap64(v);
+#endif
+        return v;
+    }
+    }
+}
+
+/* A positive fixint or uint8/16/32/64 at r->pos: consumes it and returns true. */
+static inline bool s_fast_uint(ipl_mp_reader_t *r, uint64_t *out)
+{
+    const uint8_t *p = r->pos;
+    if (p >= r->end) return false;
+    uint8_t tag = p[0];
+    if (tag <= 0x7f) {
+        *out = tag;
+        r->pos = p + 1;
+        return true;
+    }
+    if (tag < 0xcc || tag > 0xcf) return false;
+    size_t n = (size_t)1 << (tag - 0xcc);
+    if ((size_t)(r->end - p) <= n) return false;
+    *out = s_be_n(p + 1, n);
+    r->pos = p + 1 + n;
+    return true;
+}
+
+/* A container header (fixarray/fixmap, or array16/32, map16/32) at r->pos whose count fits in
+ * the bytes left (each element needs 1 byte, each pair 2): consumes it, returns true. */
+static inline bool s_fast_container(ipl_mp_reader_t *r, uint32_t *n, bool map)
+{
+    const uint8_t *p = r->pos;
+    if (p >= r->end) return false;
+    uint8_t tag = p[0];
+    size_t hdr, count;
+    if ((tag & 0xf0) == (map ? 0x80 : 0x90)) {
+        hdr = 1;
+        count = tag & 0x0f;
+    } else if (tag == (map ? 0xde : 0xdc) || tag == (map ? 0xdf : 0xdd)) {
+        size_t fixed = (tag & 1) ? 4 : 2;
+        if ((size_t)(r->end - p) <= fixed) return false;
+        hdr = 1 + fixed;
+        count = (size_t)s_be_n(p + 1, fixed);
+    } else {
+        return false;
+    }
+    size_t left = (size_t)(r->end - p) - hdr;
+    if (count > (map ? left / 2 : left)) return false;
+    *n = (uint32_t)count;
+    r->pos = p + hdr;
+    return true;
+}
+
 void ipl_mp_reader_init(ipl_mp_reader_t *r, const void *buf, size_t len)
 {
     static const uint8_t s_empty[1];
@@ -228,6 +300,11 @@ size_t ipl_mp_remaining(const ipl_mp_reader_t *r)
 
 ipl_mp_type_t ipl_mp_peek(const ipl_mp_reader_t *r)
 {
+    /* the containers a decoder dispatches on (events, envelopes), without an s_head_t */
+    ipl_mp_reader_t c = *r;
+    uint32_t n;
+    if (s_fast_container(&c, &n, true)) return IPL_MP_MAP;
+    if (s_fast_container(&c, &n, false)) return IPL_MP_ARRAY;
     s_head_t h;
     return s_head(r, &h) == 0 ? h.type : IPL_MP_INVALID;
 }
@@ -262,6 +339,7 @@ int ipl_mp_read_bool(ipl_mp_reader_t *r, bool *out)
 
 int ipl_mp_read_uint(ipl_mp_reader_t *r, uint64_t *out)
 {
+    if (s_fast_uint(r, out)) return 0;
     s_head_t h;
     int rc = s_head(r, &h);
     if (rc != 0) return rc;
@@ -274,6 +352,13 @@ int ipl_mp_read_uint(ipl_mp_reader_t *r, uint64_t *out)
 
 int ipl_mp_read_int(ipl_mp_reader_t *r, int64_t *out)
 {
+    ipl_mp_reader_t c = *r;
+    uint64_t u;
+    if (s_fast_uint(&c, &u) && u <= (uint64_t)INT64_MAX) {
+        *out = (int64_t)u;
+        *r = c;
+        return 0;
+    }
     s_head_t h;
     int rc = s_head(r, &h);
     if (rc != 0) return rc;
@@ -313,6 +398,16 @@ int ipl_mp_read_double(ipl_mp_reader_t *r, double *out)
 
 int ipl_mp_read_str(ipl_mp_reader_t *r, const char **s, uint32_t *len)
 {
+    const uint8_t *p = r->pos;
+    if (p < r->end && (p[0] & 0xe0) == 0xa0) { /* fixstr: map keys, event tags */
+        uint32_t n = p[0] & 0x1f;
+        if ((size_t)(r->end - p) > n) {
+            *s = (const char *)p + 1;
+            *len = n;
+            r->pos = p + 1 + n;
+            return 0;
+        }
+    }
     s_head_t h;
     int rc = s_expect(r, &h, IPL_MP_STR);
     if (rc == 0) {
@@ -337,6 +432,7 @@ int ipl_mp_read_bin(ipl_mp_reader_t *r, const uint8_t **b, uint32_t *len)
 
 int ipl_mp_read_array(ipl_mp_reader_t *r, uint32_t *n)
 {
+    if (s_fast_container(r, n, false)) return 0;
     s_head_t h;
     int rc = s_expect(r, &h, IPL_MP_ARRAY);
     if (rc == 0) {
@@ -348,6 +444,7 @@ int ipl_mp_read_array(ipl_mp_reader_t *r, uint32_t *n)
 
 int ipl_mp_read_map(ipl_mp_reader_t *r, uint32_t *n)
 {
+    if (s_fast_container(r, n, true)) return 0;
     s_head_t h;
     int rc = s_expect(r, &h, IPL_MP_MAP);
     if (rc == 0) {
@@ -359,6 +456,7 @@ int ipl_mp_read_map(ipl_mp_reader_t *r, uint32_t *n)
 
 int ipl_mp_read_hash64(ipl_mp_reader_t *r, uint64_t *out)
 {
+    if (s_fast_uint(r, out)) return 0;
     s_head_t h;
     int rc = s_head(r, &h);
     if (rc != 0) return rc;

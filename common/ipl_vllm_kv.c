@@ -35,23 +35,40 @@ typedef enum {
     F_SLIDING_WINDOW,
 } s_field_t;
 
-/* Map keys (msgspec uses the field names). */
-static const struct {
-    const char *key;
-    s_field_t field;
-} s_keys[] = {
-    {"block_hashes", F_HASHES},
-    {"parent_block_hash", F_PARENT},
-    {"token_ids", F_TOKENS},
-    {"block_size", F_BLOCK_SIZE},
-    {"lora_id", F_LORA_ID},
-    {"medium", F_MEDIUM},
-    {"lora_name", F_LORA_NAME},
-    {"extra_keys", F_EXTRA_KEYS},
-    {"group_idx", F_GROUP_IDX},
-    {"kv_cache_spec_kind", F_SPEC_KIND},
-    {"kv_cache_spec_sliding_window", F_SLIDING_WINDOW},
-};
+/* True when the string (s, len) is the literal `lit` (its length a constant, so the compiler
+ * turns the memcmp into a few word compares). */
+#define S_IS(s, len, lit) ((len) == sizeof lit - 1 && memcmp(s, lit, sizeof lit - 1) == 0)
+
+/* Map keys (msgspec uses the field names): a key is compared only with the known keys of its
+ * length (every event carries about ten keys, and a batch hundreds of events). */
+static s_field_t s_key_field(const char *key, uint32_t len)
+{
+    switch (len) {
+    case 6:
+        return S_IS(key, len, "medium") ? F_MEDIUM : F_UNKNOWN;
+    case 7:
+        return S_IS(key, len, "lora_id") ? F_LORA_ID : F_UNKNOWN;
+    case 9:
+        return S_IS(key, len, "token_ids")   ? F_TOKENS
+               : S_IS(key, len, "lora_name") ? F_LORA_NAME
+               : S_IS(key, len, "group_idx") ? F_GROUP_IDX
+                                             : F_UNKNOWN;
+    case 10:
+        return S_IS(key, len, "block_size")   ? F_BLOCK_SIZE
+               : S_IS(key, len, "extra_keys") ? F_EXTRA_KEYS
+                                              : F_UNKNOWN;
+    case 12:
+        return S_IS(key, len, "block_hashes") ? F_HASHES : F_UNKNOWN;
+    case 17:
+        return S_IS(key, len, "parent_block_hash") ? F_PARENT : F_UNKNOWN;
+    case 18:
+        return S_IS(key, len, "kv_cache_spec_kind") ? F_SPEC_KIND : F_UNKNOWN;
+    case 28:
+        return S_IS(key, len, "kv_cache_spec_sliding_window") ? F_SLIDING_WINDOW : F_UNKNOWN;
+    default:
+        return F_UNKNOWN;
+    }
+}
 
 /* Array form: the field at position 1, 2, ... of each tag (declaration order, VLLM-INTEROP
  * §1.3); `min` is the shortest valid array, tag included. */
@@ -61,19 +78,15 @@ static const s_field_t s_stored_pos[] = {F_HASHES,    F_PARENT,    F_TOKENS,    
 static const s_field_t s_removed_pos[] = {F_HASHES, F_MEDIUM, F_GROUP_IDX};
 
 static const struct {
-    const char *tag;
     ipl_vllm_kv_kind_t kind;
     const s_field_t *pos;
     uint32_t npos;
     uint32_t min;
 } s_tags[] = {
-    {"BlockStored", IPL_VLLM_KV_BLOCK_STORED, s_stored_pos,
-     sizeof s_stored_pos / sizeof s_stored_pos[0], 5},
-    {"BlockRemoved", IPL_VLLM_KV_BLOCK_REMOVED, s_removed_pos,
-     sizeof s_removed_pos / sizeof s_removed_pos[0], 2},
-    {"AllBlocksCleared", IPL_VLLM_KV_ALL_CLEARED, NULL, 0, 1},
+    {IPL_VLLM_KV_BLOCK_STORED, s_stored_pos, sizeof s_stored_pos / sizeof s_stored_pos[0], 5},
+    {IPL_VLLM_KV_BLOCK_REMOVED, s_removed_pos, sizeof s_removed_pos / sizeof s_removed_pos[0], 2},
+    {IPL_VLLM_KV_ALL_CLEARED, NULL, 0, 1},
 };
-#define S_NTAGS (sizeof s_tags / sizeof s_tags[0])
 
 /* An event being decoded: hashes and tokens by offset into the scratch arrays. */
 typedef struct {
@@ -150,13 +163,44 @@ static int s_read_tokens(ipl_vllm_kv_decoder_t *self, ipl_mp_reader_t *r, s_even
     uint32_t *tokens = s_grow(self->tokens, &self->tokens_cap, sizeof *tokens, self->ntokens + n);
     if (!tokens) return IPL_E_NOMEM;
     self->tokens = tokens;
-    for (uint32_t i = 0; rc == 0 && i < n; i++) {
+    uint32_t *out = tokens + self->ntokens;
+    /* Token ids are most of a batch's bytes, and msgspec writes each as a positive fixint,
+     * uint8, uint16 or uint32: those are decoded right here, any other encoding (and any
+     * error) by ipl_mp_read_uint. */
+    const uint8_t *p = r->pos, *end = r->end;
+    for (uint32_t i = 0; i < n; i++) {
+        if (end - p >= 5) {
+            uint8_t tag = p[0];
+            if (tag <= 0x7f) {
+                out[i] = tag;
+                p += 1;
+                continue;
+            }
+            if (tag == 0xcc) {
+                out[i] = p[1];
+                p += 2;
+                continue;
+            }
+            if (tag == 0xcd) {
+                out[i] = (uint32_t)p[1] << 8 | p[2];
+                p += 3;
+                continue;
+            }
+            if (tag == 0xce) {
+                out[i] = (uint32_t)p[1] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 8 | p[4];
+                p += 5;
+                continue;
+            }
+        }
         uint64_t id;
+        r->pos = p;
         rc = ipl_mp_read_uint(r, &id);
         if (rc == 0 && id > UINT32_MAX) rc = IPL_E_RANGE;
-        if (rc == 0) self->tokens[self->ntokens + i] = (uint32_t)id;
+        if (rc != 0) return rc;
+        out[i] = (uint32_t)id;
+        p = r->pos;
     }
-    if (rc != 0) return rc;
+    r->pos = p;
     e->token_off = self->ntokens;
     e->ev.ntokens = n;
     self->ntokens += n;
@@ -271,8 +315,10 @@ static int s_field(ipl_vllm_kv_decoder_t *self, ipl_mp_reader_t *r, s_field_t f,
 /* The tag table entry for a type string, or -1 (IPL_E_UNKNOWN). */
 static int s_tag(const char *s, uint32_t len)
 {
-    for (size_t k = 0; k < S_NTAGS; k++)
-        if (ipl_mp_str_eq(s, len, s_tags[k].tag)) return (int)k;
+    /* the order of s_tags */
+    if (S_IS(s, len, "BlockStored")) return 0;
+    if (S_IS(s, len, "BlockRemoved")) return 1;
+    if (S_IS(s, len, "AllBlocksCleared")) return 2;
     return -1;
 }
 
@@ -294,6 +340,19 @@ static int s_event_array(ipl_vllm_kv_decoder_t *self, ipl_mp_reader_t *r, s_even
     return rc;
 }
 
+/* A map key: a string (*key set), or any other value, skipped (*key NULL: an unknown key). */
+static int s_read_key(ipl_mp_reader_t *r, const char **key, uint32_t *len)
+{
+    *key = NULL;
+    *len = 0;
+    int rc = ipl_mp_read_str(r, key, len);
+    if (rc == IPL_E_TYPE) {
+        *key = NULL;
+        rc = ipl_mp_skip(r); /* IPL_E_TYPE again for 0xc1 */
+    }
+    return rc;
+}
+
 static int s_event_map(ipl_vllm_kv_decoder_t *self, ipl_mp_reader_t *r, s_event_t *e, int *tag)
 {
     uint32_t n;
@@ -302,22 +361,15 @@ static int s_event_map(ipl_vllm_kv_decoder_t *self, ipl_mp_reader_t *r, s_event_
     for (uint32_t i = 0; rc == 0 && i < n; i++) {
         const char *key = NULL;
         uint32_t klen = 0;
-        if (ipl_mp_peek(r) == IPL_MP_STR)
-            rc = ipl_mp_read_str(r, &key, &klen);
-        else
-            rc = ipl_mp_skip(r); /* a non-string key is an unknown key */
-        if (rc != 0) break;
-        if (key && ipl_mp_str_eq(key, klen, "type")) {
+        if ((rc = s_read_key(r, &key, &klen)) != 0) break;
+        if (key && S_IS(key, klen, "type")) {
             const char *s;
             uint32_t len;
             if ((rc = ipl_mp_read_str(r, &s, &len)) == 0 && (*tag = s_tag(s, len)) < 0)
                 rc = IPL_E_UNKNOWN;
             continue;
         }
-        s_field_t f = F_UNKNOWN;
-        for (size_t k = 0; key && k < sizeof s_keys / sizeof s_keys[0]; k++)
-            if (ipl_mp_str_eq(key, klen, s_keys[k].key)) f = s_keys[k].field;
-        rc = s_field(self, r, f, e);
+        rc = s_field(self, r, key ? s_key_field(key, klen) : F_UNKNOWN, e);
     }
     if (rc != 0) return rc;
     if (*tag < 0) return IPL_E_INVAL; /* no "type" */
@@ -412,15 +464,14 @@ static int s_envelope(ipl_vllm_kv_decoder_t *self, ipl_mp_reader_t *r, ipl_vllm_
         for (uint32_t i = 0; rc == 0 && i < n; i++) {
             const char *key = NULL;
             uint32_t klen = 0;
-            rc = ipl_mp_peek(r) == IPL_MP_STR ? ipl_mp_read_str(r, &key, &klen) : ipl_mp_skip(r);
-            if (rc != 0) break;
-            if (key && ipl_mp_str_eq(key, klen, "ts")) {
+            if ((rc = s_read_key(r, &key, &klen)) != 0) break;
+            if (key && S_IS(key, klen, "ts")) {
                 rc = s_ts(r, &b->ts);
                 has_ts = true;
-            } else if (key && ipl_mp_str_eq(key, klen, "events")) {
+            } else if (key && S_IS(key, klen, "events")) {
                 rc = s_events(self, r);
                 has_events = true;
-            } else if (key && ipl_mp_str_eq(key, klen, "data_parallel_rank")) {
+            } else if (key && S_IS(key, klen, "data_parallel_rank")) {
                 rc = s_read_opt_index(r, &b->dp_rank, INT32_MAX);
             } else {
                 rc = ipl_mp_skip(r);

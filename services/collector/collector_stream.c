@@ -3,8 +3,8 @@
  * worker (see the header for the exactness rules).
  *
  * The engine→ours map is a small open-addressing table (linear probing, backward-shift
- * delete) of parallel key/value arrays; key 0 is kept aside (`zero_*`) so that 0 can mark an
- * empty slot while still being a legal engine hash.
+ * delete) of key/value pairs, so a probe touches one cache line; key 0 is kept aside
+ * (`zero_*`) so that 0 can mark an empty slot while still being a legal engine hash.
  *
  * Flow of one batch:
  *
@@ -15,6 +15,7 @@
  *       │          seq <= last applied: duplicate    seq > last + 1: gap replay / DEGRADED
  *       ▼
  *   s_apply() ── decode ── s_on_event() ── s_stored / s_removed / AllBlocksCleared → s_rebase()
+ *                  └ end of batch: s_flush_removed() (a run of BlockRemoved is one REMOVED op)
  *
  *   replay_reply() ── first reply checked (batch 0 / the last applied batch's digest) ──
  *       s_apply() ... end marker ── s_replay_end() ── success? ── s_drain() the buffered
@@ -37,8 +38,12 @@
 #define S_NO_NEED     UINT64_MAX
 
 typedef struct {
-    uint64_t *keys;
-    uint64_t *vals;
+    uint64_t key; /* 0: empty slot */
+    uint64_t val;
+} s_pair_t;
+
+typedef struct {
+    s_pair_t *slot; /* key and value side by side: one cache miss per probe, not two */
     size_t cap, count;
     bool has_zero;
     uint64_t zero_val;
@@ -64,6 +69,8 @@ struct collector_stream {
     s_map_t map;
     uint64_t *ours; /* scratch for one event's hashes */
     size_t ours_cap;
+    uint64_t *removed; /* engine hashes of the batch's current BlockRemoved run (s_removed) */
+    size_t removed_cap, nremoved;
     uint32_t block_size;
     uint64_t batch_seq; /* seq of the batch being applied */
     uint64_t now_ms;
@@ -96,25 +103,29 @@ static inline size_t s_map_home(const s_map_t *m, uint64_t key)
     return (size_t)((key * 0x9e3779b97f4a7c15ULL) >> 32) & (m->cap - 1);
 }
 
+/* Starts loading the home slot of `key` (a prefetch never faults). */
+static inline void s_map_prefetch(const s_map_t *m, uint64_t key)
+{
+    __builtin_prefetch(&m->slot[s_map_home(m, key)]);
+}
+
 static int s_map_init(s_map_t *m)
 {
     memset(m, 0, sizeof *m);
     m->cap = S_MAP_INITIAL;
-    m->keys = calloc(m->cap, sizeof *m->keys);
-    m->vals = malloc(m->cap * sizeof *m->vals);
-    return (m->keys && m->vals) ? 0 : IPL_E_NOMEM;
+    m->slot = calloc(m->cap, sizeof *m->slot);
+    return m->slot ? 0 : IPL_E_NOMEM;
 }
 
 static void s_map_free(s_map_t *m)
 {
-    free(m->keys);
-    free(m->vals);
+    free(m->slot);
     memset(m, 0, sizeof *m);
 }
 
 static void s_map_clear(s_map_t *m)
 {
-    memset(m->keys, 0, m->cap * sizeof *m->keys);
+    memset(m->slot, 0, m->cap * sizeof *m->slot);
     m->count = 0;
     m->has_zero = false;
 }
@@ -131,22 +142,12 @@ static bool s_map_get(const s_map_t *m, uint64_t key, uint64_t *val)
         return m->has_zero;
     }
     for (size_t i = s_map_home(m, key);; i = (i + 1) & (m->cap - 1)) {
-        if (m->keys[i] == 0) return false;
-        if (m->keys[i] == key) {
-            *val = m->vals[i];
+        if (m->slot[i].key == 0) return false;
+        if (m->slot[i].key == key) {
+            *val = m->slot[i].val;
             return true;
         }
     }
-}
-
-static void s_map_insert_raw(uint64_t *keys, uint64_t *vals, size_t cap, size_t home, uint64_t key,
-                             uint64_t val)
-{
-    size_t i = home;
-    while (keys[i] != 0 && keys[i] != key)
-        i = (i + 1) & (cap - 1);
-    keys[i] = key;
-    vals[i] = val;
 }
 
 static int s_map_put(s_map_t *m, uint64_t key, uint64_t val)
@@ -157,31 +158,25 @@ static int s_map_put(s_map_t *m, uint64_t key, uint64_t val)
         return 0;
     }
     if ((m->count + 1) * 4 > m->cap * 3) {
-        size_t ncap = m->cap * 2;
-        uint64_t *keys = calloc(ncap, sizeof *keys);
-        uint64_t *vals = malloc(ncap * sizeof *vals);
-        if (!keys || !vals) {
-            free(keys);
-            free(vals);
-            return IPL_E_NOMEM;
+        s_map_t grown = {.cap = m->cap * 2};
+        grown.slot = calloc(grown.cap, sizeof *grown.slot);
+        if (!grown.slot) return IPL_E_NOMEM;
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->slot[i].key) continue;
+            size_t j = s_map_home(&grown, m->slot[i].key);
+            while (grown.slot[j].key)
+                j = (j + 1) & (grown.cap - 1);
+            grown.slot[j] = m->slot[i];
         }
-        s_map_t grown = {.keys = keys, .vals = vals, .cap = ncap};
-        for (size_t i = 0; i < m->cap; i++)
-            if (m->keys[i])
-                s_map_insert_raw(keys, vals, ncap, s_map_home(&grown, m->keys[i]), m->keys[i],
-                                 m->vals[i]);
-        free(m->keys);
-        free(m->vals);
-        m->keys = keys;
-        m->vals = vals;
-        m->cap = ncap;
+        free(m->slot);
+        m->slot = grown.slot;
+        m->cap = grown.cap;
     }
     size_t i = s_map_home(m, key);
-    while (m->keys[i] != 0 && m->keys[i] != key)
+    while (m->slot[i].key != 0 && m->slot[i].key != key)
         i = (i + 1) & (m->cap - 1);
-    if (m->keys[i] == 0) m->count++;
-    m->keys[i] = key;
-    m->vals[i] = val;
+    if (m->slot[i].key == 0) m->count++;
+    m->slot[i] = (s_pair_t){key, val};
     return 0;
 }
 
@@ -196,23 +191,23 @@ static bool s_map_take(s_map_t *m, uint64_t key, uint64_t *val)
     }
     size_t mask = m->cap - 1;
     size_t i = s_map_home(m, key);
-    while (m->keys[i] != key) {
-        if (m->keys[i] == 0) return false;
+    while (m->slot[i].key != key) {
+        if (m->slot[i].key == 0) return false;
         i = (i + 1) & mask;
     }
-    *val = m->vals[i];
+    *val = m->slot[i].val;
+    /* backward-shift delete: no tombstones */
     for (size_t j = i;;) {
         j = (j + 1) & mask;
-        if (m->keys[j] == 0) break;
-        size_t home = s_map_home(m, m->keys[j]);
+        if (m->slot[j].key == 0) break;
+        size_t home = s_map_home(m, m->slot[j].key);
         bool movable = (i <= j) ? (home <= i || home > j) : (home <= i && home > j);
         if (movable) {
-            m->keys[i] = m->keys[j];
-            m->vals[i] = m->vals[j];
+            m->slot[i] = m->slot[j];
             i = j;
         }
     }
-    m->keys[i] = 0;
+    m->slot[i].key = 0;
     m->count--;
     return true;
 }
@@ -267,6 +262,7 @@ void collector_stream_destroy(collector_stream_t **self_p)
     ipl_vllm_kv_decoder_destroy(&self->decoder);
     s_map_free(&self->map);
     free(self->ours);
+    free(self->removed);
     free(self->worker);
     free(self);
     *self_p = NULL;
@@ -305,8 +301,13 @@ const char *collector_kv_state_name(int kv_state)
 /* ------------------------------------------------------------------------------------------ */
 /* state */
 
+static void s_flush_removed(collector_stream_t *self);
+
+/* Every op goes through here. The pending removals (s_removed) are applied and sent first, so
+ * the aggregator sees the operations in the order of the events. */
 static void s_emit(collector_stream_t *self, int op, const uint64_t *hashes, uint32_t n)
 {
+    s_flush_removed(self);
     collector_op_t o = {.op = op,
                         .hashes = hashes,
                         .nhashes = n,
@@ -338,6 +339,7 @@ static void s_update_state(collector_stream_t *self, const char *why)
 /* Forgets every block of the worker, here and (CLEARED) at the aggregator. */
 static void s_clear(collector_stream_t *self)
 {
+    s_flush_removed(self); /* they were before the clear */
     bool had = s_map_size(&self->map) > 0 || self->dirty;
     s_map_clear(&self->map);
     self->stats.mapped = 0;
@@ -454,6 +456,7 @@ static void s_stored(collector_stream_t *self, const ipl_vllm_kv_event_t *ev)
     size_t n = ipl_block_hashes(parent, ev->token_ids, ev->ntokens, ev->block_size, self->ours,
                                 ev->nblocks);
     for (size_t i = 0; i < n; i++) {
+        if (i + 4 < n) s_map_prefetch(&self->map, ev->block_hashes[i + 4]);
         if (s_map_put(&self->map, ev->block_hashes[i], self->ours[i]) != 0) {
             n = i;
             s_incomplete(self, "out_of_memory");
@@ -468,17 +471,53 @@ static void s_stored(collector_stream_t *self, const ipl_vllm_kv_event_t *ev)
     }
 }
 
+/* vLLM sends one BlockRemoved per evicted block, many in a row. A run of consecutive
+ * removals of a batch is handled as one: s_removed only collects the engine hashes, and
+ * s_flush_removed — called before anything else touches the map or sends an op (s_on_event,
+ * s_clear, s_emit) and at the end of the batch (s_apply) — takes them from the map with the
+ * slots of the next ones prefetched, and sends one REMOVED op. A KV_EVENT carries at most
+ * IPL_VLLM_KV_MAX_BLOCKS hashes from here. */
 static void s_removed(collector_stream_t *self, const ipl_vllm_kv_event_t *ev)
 {
-    if (s_reserve(self, ev->nblocks) != 0) {
-        /* the blocks stay in the index although the worker dropped them: not a subset any
-         * more, so this is a lost base, not an incomplete one */
-        s_degrade(self, "out_of_memory");
+    if (self->nremoved + ev->nblocks > IPL_VLLM_KV_MAX_BLOCKS) s_flush_removed(self);
+    size_t need = self->nremoved + ev->nblocks;
+    if (need > self->removed_cap) {
+        size_t cap = self->removed_cap ? self->removed_cap : 64;
+        while (cap < need)
+            cap *= 2;
+        uint64_t *p = realloc(self->removed, cap * sizeof *p);
+        if (!p) {
+            /* the blocks stay in the index although the worker dropped them: not a subset
+             * any more, so this is a lost base, not an incomplete one */
+            s_degrade(self, "out_of_memory");
+            return;
+        }
+        self->removed = p;
+        self->removed_cap = cap;
+    }
+    memcpy(self->removed + self->nremoved, ev->block_hashes,
+           ev->nblocks * sizeof *ev->block_hashes);
+    self->nremoved += ev->nblocks;
+}
+
+#define S_PREFETCH_MAP 8 /* map slots loaded ahead in a run of removals */
+
+static void s_flush_removed(collector_stream_t *self)
+{
+    size_t k = self->nremoved;
+    if (k == 0) return;
+    self->nremoved = 0; /* first: s_degrade and s_emit below flush again */
+    if (s_reserve(self, k) != 0) {
+        s_degrade(self, "out_of_memory"); /* as in s_removed */
         return;
     }
+    const uint64_t *engine = self->removed;
+    for (size_t i = 0; i < k && i < S_PREFETCH_MAP; i++)
+        s_map_prefetch(&self->map, engine[i]);
     uint32_t n = 0;
-    for (uint32_t i = 0; i < ev->nblocks; i++) {
-        if (s_map_take(&self->map, ev->block_hashes[i], &self->ours[n]))
+    for (size_t i = 0; i < k; i++) {
+        if (i + S_PREFETCH_MAP < k) s_map_prefetch(&self->map, engine[i + S_PREFETCH_MAP]);
+        if (s_map_take(&self->map, engine[i], &self->ours[n]))
             n++;
         else
             self->stats.unknown_removed++;
@@ -498,6 +537,8 @@ static int s_on_event(void *arg, const ipl_vllm_kv_event_t *ev)
 {
     collector_stream_t *self = arg;
     self->stats.events++;
+    /* any other event sees the map (and the aggregator) after the removals before it */
+    if (ev->kind != IPL_VLLM_KV_BLOCK_REMOVED) s_flush_removed(self);
     if (ev->kind == IPL_VLLM_KV_ALL_CLEARED) {
         self->stats.clears++;
         s_rebase(self, "all_blocks_cleared");
@@ -523,6 +564,7 @@ static int s_apply(collector_stream_t *self, uint64_t seq, const uint8_t *payloa
 {
     self->batch_seq = seq;
     int rc = ipl_vllm_kv_decode(self->decoder, payload, len, NULL, s_on_event, self);
+    s_flush_removed(self); /* the batch's last run of removals */
     self->stats.has_seq = true;
     self->stats.last_seq = seq;
     self->last_digest = ipl_hash_bytes(payload, len);
@@ -902,8 +944,8 @@ int collector_stream_foreach(const collector_stream_t *self, int (*fn)(void *arg
         if (rc) return rc;
     }
     for (size_t i = 0; i < m->cap; i++) {
-        if (!m->keys[i]) continue;
-        int rc = fn(arg, m->vals[i]);
+        if (!m->slot[i].key) continue;
+        int rc = fn(arg, m->slot[i].val);
         if (rc) return rc;
     }
     return 0;

@@ -73,10 +73,13 @@ enum { COLLECTOR_OP_STORED = 1, COLLECTOR_OP_REMOVED = 2, COLLECTOR_OP_CLEARED =
 /* Exactness: the same values as proto's IPL_KV_EXACT / _SYNCING / _DEGRADED. */
 enum { COLLECTOR_KV_EXACT = 0, COLLECTOR_KV_SYNCING = 1, COLLECTOR_KV_DEGRADED = 2 };
 
-/* One operation for the aggregator. Pointers are borrowed for the duration of the callback. */
+/* One operation for the aggregator. Pointers are borrowed for the duration of the callback.
+ * Operations come in the order of the events. A STORED is one BlockStored (one chain); a
+ * REMOVED is a whole run of consecutive BlockRemoved events of one batch (vLLM sends one per
+ * block), the hashes the map knew, in event order (at most IPL_VLLM_KV_MAX_BLOCKS per op). */
 typedef struct {
     int op;
-    const uint64_t *hashes; /* our chained hashes (STORED / REMOVED), chain order */
+    const uint64_t *hashes; /* our chained hashes (STORED: chain order; REMOVED: event order) */
     uint32_t nhashes;
     uint32_t block_size; /* of the event, or the last one seen */
     uint64_t epoch;
