@@ -301,6 +301,70 @@ static void test_lora_and_extra_keys_use_other_hash_spaces(void **state)
     assert_int_equal(collector_stream_stats(f->st)->private_blocks, 1);
 }
 
+/* vLLM sends one BlockRemoved per block: a run of them in one batch is one REMOVED op, sent
+ * before the next op of another kind and at the end of the batch, so the order of operations
+ * is the order of the events. */
+static void test_removed_runs_are_coalesced(void **state)
+{
+    s_fx_t *f = *state;
+    uint64_t eng[6] = {0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6};
+    uint64_t want[6];
+    s_expect(ipl_hash_chain_start(0), 500, 6, want);
+    s_batch_t b;
+    s_batch_begin(&b, 1);
+    s_block_stored(&b, &(s_stored_t){.engine = eng, .nblocks = 6, .first_token = 500,
+                                     .group_idx = -1});
+    assert_int_equal(s_batch_send(&b, f->st, 0), 0);
+    int base = f->rec.nops;
+
+    uint64_t e7 = 0xa7, unknown = 0x999;
+    uint64_t want7[1];
+    s_expect(want[5], 1000, 1, want7);
+    s_batch_begin(&b, 6);
+    s_block_removed(&b, &eng[0], 1);
+    s_block_removed(&b, &unknown, 1); /* ignored, does not split the run */
+    s_block_removed(&b, &eng[1], 1);
+    s_block_stored(&b, &(s_stored_t){.engine = &e7, .nblocks = 1, .parent = &eng[5],
+                                     .first_token = 1000, .group_idx = -1});
+    s_block_removed(&b, &eng[2], 1);
+    s_block_removed(&b, &eng[3], 2); /* 0xa4, 0xa5 */
+    assert_int_equal(s_batch_send(&b, f->st, 1), 0);
+    assert_int_equal(f->rec.nops, base + 3);
+    s_op_t *o = &f->rec.ops[base];
+    assert_int_equal(o[0].op, COLLECTOR_OP_REMOVED);
+    assert_int_equal(o[0].n, 2);
+    assert_true(o[0].hashes[0] == want[0] && o[0].hashes[1] == want[1]);
+    assert_int_equal(o[1].op, COLLECTOR_OP_STORED);
+    assert_int_equal(o[1].n, 1);
+    assert_true(o[1].hashes[0] == want7[0]);
+    assert_int_equal(o[2].op, COLLECTOR_OP_REMOVED);
+    assert_int_equal(o[2].n, 3);
+    assert_true(o[2].hashes[0] == want[2] && o[2].hashes[1] == want[3] &&
+                o[2].hashes[2] == want[4]);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(o[i].src_seq, 1);
+    const collector_stream_stats_t *st = collector_stream_stats(f->st);
+    assert_int_equal(st->blocks_removed, 5);
+    assert_int_equal(st->unknown_removed, 1);
+    assert_int_equal(st->mapped, 2);
+
+    /* a run ending the batch is sent with it, before the next batch's ops */
+    s_batch_begin(&b, 1);
+    s_block_removed(&b, &e7, 1);
+    assert_int_equal(s_batch_send(&b, f->st, 2), 0);
+    assert_int_equal(f->rec.nops, base + 4);
+    assert_int_equal(f->rec.ops[base + 3].op, COLLECTOR_OP_REMOVED);
+    assert_int_equal(f->rec.ops[base + 3].src_seq, 2);
+    /* and a run before AllBlocksCleared goes out before the CLEARED */
+    s_batch_begin(&b, 2);
+    s_block_removed(&b, &eng[5], 1);
+    s_all_cleared(&b);
+    assert_int_equal(s_batch_send(&b, f->st, 3), 0);
+    assert_int_equal(f->rec.nops, base + 6);
+    assert_int_equal(f->rec.ops[base + 4].op, COLLECTOR_OP_REMOVED);
+    assert_int_equal(f->rec.ops[base + 5].op, COLLECTOR_OP_CLEARED);
+}
+
 static void test_other_media_and_groups_are_skipped(void **state)
 {
     s_fx_t *f = *state;
@@ -903,6 +967,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_start_emits_cleared, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_chain_rehash_and_remove, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_removed_runs_are_coalesced, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_lora_and_extra_keys_use_other_hash_spaces, s_setup,
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_other_media_and_groups_are_skipped, s_setup,
