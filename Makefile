@@ -44,7 +44,7 @@ BINS      := $(SERVICES:%=$(BUILD)/inferplane-%) \
 UNIT_SRC  := $(wildcard common/tests/test_*.c proto/tests/test_*.c services/*/tests/test_*.c)
 UNIT_BINS := $(foreach s,$(UNIT_SRC),$(BUILD)/tests/$(basename $(notdir $(s))))
 
-.PHONY: all deps test unit integration run bench bench-micro clean format proto-doc check-deps
+.PHONY: all deps test unit integration run bench bench-micro clean format proto-doc config-doc check-deps
 all: $(BINS) $(UNIT_BINS) $(BENCH_BINS)
 
 $(BUILD)/obj/%.o: %.c
@@ -134,6 +134,10 @@ bench-micro: deps
 
 proto-doc: $(BUILD)/inferplanectl
 	$(BUILD)/inferplanectl proto-doc > docs/protocol.md
+
+# docs/configuration.md's flag tables, regenerated from every service's --help.
+config-doc: $(BINS)
+	@BUILD=$(BUILD) tools/gen-config-doc
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

@@ -3,8 +3,10 @@ seed, traces in both formats, and the command line's errors and notes.
 
 The scenario is the published benchmark's shape (MISSION.md: 2 pools x 3 L40S workers, long
 prompts sharing a prefix from a set of groups, Poisson arrivals) cut to 300 requests so each
-strategy simulates in well under a second of real time.
+strategy simulates in well under a second of real time; the ordering check runs it at 8 req/s,
+where the cache-aware strategies separate (at 2 req/s they all sit on the same floor).
 """
+import csv
 import json
 import os
 import subprocess
@@ -35,27 +37,72 @@ def figures(stdout):
 
 class TestClustersim(unittest.TestCase):
     def test_ttft_beats_gie_default_beats_random(self):
+        # At 8 req/s the cache-aware strategies separate (docs/clustersim.md, Results): the
+        # GIE default scorers trade the prefix for a shorter queue and a less used KV cache,
+        # and lose it; ttft waits for the prefix unless a duplicate prefill is worth it.
+        rc, out, err = run(SCENARIO + ["--rate", "8", "--strategies", "ttft,gie-default,random",
+                                       "--json"])
+        self.assertEqual(rc, 0, err)
+        f = figures(out)
+        p50 = {s: f[("ttft_p50_s", s, "shared-prefix")]
+               for s in ("ttft", "gie-default", "random")}
+        msg = "median TTFT per strategy: %r" % p50
+        self.assertLess(p50["ttft"] * 1.2, p50["gie-default"], msg)  # seed 1: 0.31 vs 0.44 s
+        self.assertLess(p50["gie-default"] * 10, p50["random"], msg)
+        good = {s: f[("goodput_rpm", s, "shared-prefix")] for s in ("ttft", "gie-default")}
+        self.assertGreater(good["ttft"], 1.1 * good["gie-default"], good)  # 277 vs 240
+        for s in ("ttft", "gie-default", "random"):
+            self.assertEqual(f[("completed", s, "shared-prefix")], 300)
+            self.assertEqual(f[("rejected", s, "shared-prefix")], 0)
+
+    def test_published_effect(self):
+        # The published benchmark's load (2 req/s): cache-aware routing keeps most prompts
+        # cached and the median TTFT an order of magnitude below random spreading; ttft is on
+        # the cache-aware strategies' floor (no worse than gie-default).
         rc, out, err = run(SCENARIO + ["--strategies", "ttft,gie-default,random", "--json"])
         self.assertEqual(rc, 0, err)
         f = figures(out)
         p50 = {s: f[("ttft_p50_s", s, "shared-prefix")]
                for s in ("ttft", "gie-default", "random")}
         msg = "median TTFT per strategy: %r" % p50
-        self.assertLess(p50["ttft"], p50["gie-default"], msg)
-        self.assertLess(p50["gie-default"], p50["random"], msg)
-        # The published benchmark's effect, qualitatively: cache-aware routing keeps most
-        # prompts cached and the median TTFT an order of magnitude below random spreading.
         self.assertLess(p50["ttft"] * 10, p50["random"], msg)
+        self.assertLess(p50["ttft"], p50["gie-default"] * 1.02, msg)
         hit = {s: f[("cache_hit_ratio", s, "shared-prefix")] for s in ("ttft", "random")}
         self.assertGreater(hit["ttft"], hit["random"] + 0.3, hit)
         good = {s: f[("goodput_rpm", s, "shared-prefix")] for s in ("ttft", "random")}
         self.assertGreater(good["ttft"], 3 * good["random"], good)
         for s in ("ttft", "gie-default", "random"):
-            self.assertEqual(f[("completed", s, "shared-prefix")], 300)
-            self.assertEqual(f[("rejected", s, "shared-prefix")], 0)
             for name in ("ttft_p90_s", "ttft_p99_s", "e2e_p50_s", "e2e_p99_s",
                          "throughput_rpm"):
                 self.assertIn((name, s, "shared-prefix"), f)
+
+    def test_csv(self):
+        fd, path = tempfile.mkstemp(suffix=".csv", prefix="clustersim-")
+        os.close(fd)
+        self.addCleanup(os.unlink, path)
+        rc, out, err = run(SCENARIO + ["--requests", "40", "--strategies", "ttft,random",
+                                       "--csv", path, "--json"])
+        self.assertEqual(rc, 0, err)
+        with open(path) as fh:
+            rows = list(csv.DictReader(fh))
+        self.assertEqual(len(rows), 80)
+        self.assertEqual({r["strategy"] for r in rows}, {"ttft", "random"})
+        for r in rows:
+            self.assertGreater(float(r["ttft_s"]), 0, r)
+            self.assertGreater(float(r["predicted_ttft_s"]), 0, r)
+            self.assertIn(int(r["worker"]), range(6), r)
+            self.assertLessEqual(int(r["cached"]), int(r["prompt_tokens"]), r)
+        # Every request of ttft after its group's first one is predicted (and found) cached.
+        first = {}
+        for r in rows:
+            if r["strategy"] == "ttft":
+                first.setdefault(r["group"], r["request"])
+        later = [r for r in rows if r["strategy"] == "ttft" and first[r["group"]] != r["request"]]
+        self.assertTrue(later)
+        self.assertTrue(all(int(r["predicted_cached"]) > 0 for r in later))
+        rc, _, err = run(SCENARIO + ["--requests", "5", "--csv", "/nonexistent/dir/x.csv"])
+        self.assertEqual(rc, 2)
+        self.assertIn("--csv", err)
 
     def test_same_seed_same_bytes(self):
         args = SCENARIO + ["--requests", "120", "--strategies", "ttft,random,oracle",

@@ -44,13 +44,13 @@ class TestStrategies(unittest.TestCase):
         self.assertEqual(model["router"]["default_strategy"], "ttft")
         self.assertEqual(model["router"]["strategies"], ", ".join(STRATEGIES))
         sets = {x["name"]: x for x in model["predictor"]["worker_sets"]}
-        self.assertIn(MODEL, sets, model)  # worker sets are keyed by served model
+        self.assertIn("sims", sets, model)  # worker sets are keyed by InferenceWorkerSet name
         for key in ("base_s", "per_queued_request_s", "per_queued_token_s", "per_running_s",
                     "per_uncached_token_s"):
-            self.assertIn(key, sets[MODEL]["params"])
-        self.assertEqual(sets[MODEL]["samples"], 0)
+            self.assertIn(key, sets["sims"]["params"])
+        self.assertEqual(sets["sims"]["samples"], 0)
         for key in ("mae_s", "rmse_s", "outliers"):
-            self.assertIn(key, sets[MODEL])
+            self.assertIn(key, sets["sims"])
         self.assertIn("stale", model["fallbacks"])
 
     def test_overloaded_is_429_and_fallbacks_are_counted(self):
@@ -82,7 +82,7 @@ class TestStrategies(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         text = out.stdout
         for needle in ("Why ", "RANK", "PRED_TTFT_MS", "VS_WINNER", "ms = ", " base + ",
-                       " prefill (", "How to read it", "worker set %s: base 40.0 ms" % MODEL,
+                       " prefill (", "How to read it", "worker set sims: base 40.0 ms",
                        "prefill 3000 tokens/s", "calibrated on 0 observed TTFTs"):
             self.assertIn(needle, text)
         for w in s.workers:

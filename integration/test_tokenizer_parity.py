@@ -224,3 +224,38 @@ class TestSimulatorTokenizer(unittest.TestCase):
             status, _, doc = http_json("POST", sim.url + "/tokenize", {"prompt": text})
             self.assertEqual(status, 200, doc)
             self.assertEqual(doc["tokens"], want, text)
+
+
+@unittest.skipUnless(os.path.exists(MODELS["qwen3"]),
+                     "tools/node/node_modules is missing: run tools/deps-node.sh (needs npm)")
+class TestStackWithRealTokenizer(unittest.TestCase):
+    """The whole stack on Qwen3's real tokenizer.json: the gateway's block hashes (computed from
+    its own exact tokenization) match what the workers' KV events announce, so a prefix that a
+    worker cached — without inferplane ever routing it — attracts the requests that share it."""
+
+    def test_cache_aware_routing_with_qwen3_tokenizer(self):
+        import json as _json
+        from lib.cluster import MODEL, Cluster
+        from lib.harness import http, wait_until
+        c = Cluster(self, workers=2, tokenizer=os.path.dirname(MODELS["qwen3"]))
+        c.wait_workers_up()
+        prefix = " ".join("The quick brown fox %d jumps over the lazy dog." % i
+                          for i in range(120))  # ~1,800 Qwen3 tokens
+        owner = c.sims[-1]
+        status, _, raw = http("POST", owner.url + "/v1/chat/completions",
+                              {"model": MODEL, "max_tokens": 2,
+                               "messages": [{"role": "user", "content": prefix + " A?"}]})
+        self.assertEqual(status, 200, raw)
+        probe = {"model": MODEL, "messages": [{"role": "user", "content": prefix + " B?"}]}
+
+        def indexed():
+            status, doc = c.route(probe)
+            return status == 200 and doc["worker"] == owner.worker_name and \
+                doc["cached_tokens"] >= 1000 and doc
+        wait_until(indexed, 15, what="the Qwen3-tokenized prefix indexed on the owner")
+        status, hdrs, raw = http("POST", c.api + "/v1/chat/completions",
+                                 dict(probe, max_tokens=2))
+        self.assertEqual(status, 200, raw)
+        self.assertEqual(hdrs["x-inferplane-worker"], owner.worker_name)
+        cached = _json.loads(raw)["usage"]["prompt_tokens_details"]["cached_tokens"]
+        self.assertGreaterEqual(cached, 1000)

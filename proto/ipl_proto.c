@@ -24,6 +24,7 @@
 #define FD_str(S, n) IPL_FT_STR, offsetof(S, n), 0, NULL
 #define FD_u64s(S, n) IPL_FT_U64S, offsetof(S, n), offsetof(S, n##_len), NULL
 #define FD_opt_u64(S, n) IPL_FT_U64, offsetof(S, n), 0, NULL, true
+#define FD_opt_str(S, n) IPL_FT_STR, offsetof(S, n), 0, NULL, true
 #define F_DESC(S, kind, n, doc) {#n, doc, FD_##kind(S, n)},
 #define A_DESC(S, elem, n, doc)                                                                    \
     {#n, doc, IPL_FT_STRUCTS, offsetof(S, n), offsetof(S, n##_len), &s_struct_##elem},

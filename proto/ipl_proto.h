@@ -10,12 +10,12 @@
  *     [ version, type, field_1, field_2, ... ]          version = IPL_PROTO_VERSION
  *
  * with the fields in declaration order. A struct-array field is an array of arrays of the
- * element's fields. Evolution: a message may gain fields at the end within one version
- * (decoders ignore extra trailing fields; a field so added is declared opt_u64, so that frames
- * from senders that predate it still decode, with 0); removing, reordering or retyping a field
- * needs a new version. Decoders reject, with an IPL_E_* code and without crashing or
- * over-allocating: truncated frames, wrong types, strings/arrays beyond the limits, unknown
- * versions, unknown types, missing fields and trailing bytes after the envelope.
+ * element's fields. Evolution: a message or a struct element may gain fields at the end within
+ * one version (decoders ignore extra trailing fields; a field so added is declared opt_u64 or
+ * opt_str, so that frames from senders that predate it still decode, with 0 or NULL); removing,
+ * reordering or retyping a field needs a new version. Decoders reject, with an IPL_E_* code and
+ * without crashing or over-allocating: truncated frames, wrong types, strings/arrays beyond the
+ * limits, unknown versions, unknown types, missing fields and trailing bytes after the envelope.
  *
  * Sockets: DEALER→ROUTER requests carry just the message frame from the DEALER; the ROUTER
  * sees [identity, message] and answers [identity, message]. PUB frames carry just the message
@@ -54,8 +54,10 @@ enum {
 /* ---- the catalogue ------------------------------------------------------------------------
  * M(TYPE, id, name, from, to, pattern, doc)
  * F(ctx, kind, field, doc)  kind: u64 | f64 | bool | str | u64s (array of u64)
- *                           | opt_u64: a u64 added to an existing message; senders that predate
- *                             it omit it and decoders read 0. Only after every other field.
+ *                           | opt_u64: a u64 added to an existing message or struct; senders
+ *                             that predate it omit it and decoders read 0
+ *                           | opt_str: the same for a string; decoders read NULL.
+ *                           Optional fields come after every other field.
  * A(ctx, element, field, doc)  an array of struct `element` (declared in IPL_PROTO_STRUCTS)
  */
 #define IPL_PROTO_STRUCTS(S)                                                                       \
@@ -76,7 +78,10 @@ enum {
     F(X, str, kv_endpoint, "ZeroMQ endpoint of its KV-event PUB socket")                           \
     F(X, str, replay_endpoint, "ZeroMQ endpoint of its replay ROUTER (\"\" if none)")              \
     F(X, str, metrics_url, "URL of its Prometheus /metrics")                                       \
-    F(X, u64, block_size, "KV block size in tokens")
+    F(X, u64, block_size, "KV block size in tokens")                                               \
+    F(X, opt_str, worker_set,                                                                      \
+      "InferenceWorkerSet it belongs to (metadata.name): the decider calibrates its TTFT model "   \
+      "per worker set (NULL from policy services that predate it: the served model is used)")
 
 #define IPL_PROTO_FIELDS_candidate(F, A, X)                                                        \
     F(X, str, worker, "worker name")                                                               \
@@ -115,7 +120,13 @@ enum {
     M(ROUTED, 10, routed, "decider", "other deciders", "PUB→SUB",                                  \
       "What one decider replica routed, so that every replica accounts for it: the worker "        \
       "counts it in flight until a load sample newer than ts_ms, and is assumed to hold the "      \
-      "prompt's blocks for the optimistic TTL, exactly like a local decision.")
+      "prompt's blocks for the optimistic TTL, exactly like a local decision.")                    \
+    M(OBSERVED, 11, observed, "gateway", "decider", "DEALER→ROUTER",                               \
+      "What became of a routed request: its measured TTFT, so the decider calibrates its "         \
+      "prediction. Sent only when the ROUTE_REP asked for it (observe = 1), once per request, on " \
+      "the same connection that carried the ROUTE_REQ (only the decider that decided knows the "   \
+      "decision's features): when the first token arrived (streaming), or at the end (not "        \
+      "streaming, or no token came). No reply.")
 
 /* KV_EVENT, LOAD and SNAPSHOT_END from an aggregator carry its incarnation: a random number
  * drawn when the aggregator process starts. A subscriber that sees it change knows the
@@ -184,7 +195,10 @@ enum {
     F(X, f64, predicted_ttft_s, "winner's predicted TTFT, seconds")                                \
     F(X, u64, cached_tokens, "winner's cached prompt tokens")                                      \
     F(X, u64, state_seq, "state sequence the decision saw")                                        \
-    A(X, candidate, candidates, "every candidate considered")
+    A(X, candidate, candidates, "every candidate considered")                                      \
+    F(X, opt_u64, observe,                                                                         \
+      "1: the decider remembers this decision and wants an OBSERVED for req_id on this "           \
+      "connection; 0 (and deciders that predate OBSERVED): send none")
 
 #define IPL_PROTO_FIELDS_record(F, A, X)                                                           \
     F(X, str, request_id, "gateway request id")                                                    \
@@ -218,9 +232,27 @@ enum {
     F(X, u64, uncached_tokens, "prompt tokens the worker must prefill (not cached there)")         \
     F(X, u64, seq, "the sending decider's ROUTED sequence number (1, 2, ...; gaps = lost)")
 
+#define IPL_PROTO_FIELDS_observed(F, A, X)                                                         \
+    F(X, u64, req_id, "the ROUTE_REQ's req_id (the decision observed)")                            \
+    F(X, str, worker, "worker the request was sent to (the decision's winner)")                    \
+    F(X, u64, status, "HTTP status of the worker's response (0: none); learned from 2xx only")     \
+    F(X, bool, stream, "a streamed response: ttft_s ends at its first content event")              \
+    F(X, f64, ttft_s,                                                                              \
+      "seconds from the gateway starting the upstream request to the first content event "         \
+      "(streaming) or the first body byte (not streaming: that includes generating every "         \
+      "completion token, so the decider learns from it only with completion_tokens = 1); 0 if "    \
+      "none arrived. The closest the gateway gets to the worker's own TTFT: it leaves out the "    \
+      "client and the routing, and includes the network and the worker's API server")              \
+    F(X, u64, prompt_tokens, "prompt tokens (usage if known when sent, else the gateway's count)") \
+    F(X, u64, cached_tokens,                                                                       \
+      "cached prompt tokens (usage.prompt_tokens_details; 0 when unknown, e.g. a stream observed " \
+      "at its first token)")                                                                       \
+    F(X, u64, completion_tokens, "completion tokens (usage; 0 when unknown)")
+
 /* ---- derived C types ----------------------------------------------------------------------- */
 #define IPL_PROTO_DECL_u64(n) uint64_t n;
 #define IPL_PROTO_DECL_opt_u64(n) uint64_t n;
+#define IPL_PROTO_DECL_opt_str(n) char *n;
 #define IPL_PROTO_DECL_f64(n) double n;
 #define IPL_PROTO_DECL_bool(n) bool n;
 #define IPL_PROTO_DECL_str(n) char *n; /* NULL encodes as nil */
@@ -268,7 +300,7 @@ typedef struct {
     size_t offset;
     size_t len_offset; /* U64S / STRUCTS: offset of the uint32_t count */
     const ipl_proto_struct_t *elem; /* STRUCTS */
-    bool optional; /* may be absent at the end of a frame from an older sender (reads 0) */
+    bool optional; /* may be absent at the end of a frame from an older sender (0 / NULL) */
 } ipl_proto_field_t;
 
 struct ipl_proto_struct {

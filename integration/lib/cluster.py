@@ -27,11 +27,13 @@ def policy_yaml(sims, model=MODEL, pool="chat", strategy="ttft", block_size=16):
 
 
 class Cluster:
-    def __init__(self, test, workers=3, time_scale=10, sim_extra=None, strategy="ttft"):
+    def __init__(self, test, workers=3, time_scale=10, sim_extra=None, strategy="ttft",
+                 tokenizer=None):
         st = self.stack = Stack(test)
+        tok = ["--tokenizer", tokenizer] if tokenizer else []
         self.sims = [st.start_sim(name="w%d" % i,
                                   extra=["--time-scale", str(time_scale), "--seed", str(i)]
-                                  + list(sim_extra or []))
+                                  + tok + list(sim_extra or []))
                      for i in range(workers)]
         self.policy_dir = os.path.dirname(st.write("policy/cluster.yaml",
                                                    policy_yaml(self.sims, strategy=strategy)))
@@ -46,12 +48,13 @@ class Cluster:
                                                   "--snapshot", ep["agg_snap"]])
         s["collector"] = st.start("collector", ["--aggregator", ep["agg_pull"]] + policy_args)
         s["decider"] = st.start("decider", ["--listen", ep["decider"], "--state-sub", ep["agg_pub"],
-                                            "--state-snapshot", ep["agg_snap"]] + policy_args)
+                                            "--state-snapshot", ep["agg_snap"]] + policy_args
+                                + tok)
         s["exporter"] = st.start("exporter", ["--pull", ep["exp_pull"]])
         gw_port = free_port()
         s["gateway"] = st.start("gateway", ["--listen", "127.0.0.1:%d" % gw_port,
                                             "--decider", ep["decider"],
-                                            "--exporter", ep["exp_pull"]] + policy_args)
+                                            "--exporter", ep["exp_pull"]] + policy_args + tok)
         self.api = "http://127.0.0.1:%d" % gw_port
         self.decider_url = s["decider"].admin_url
         # Every ZeroMQ socket a service listens on, with the socket type that talks to it.

@@ -446,7 +446,87 @@ static void test_optional_fields_may_be_absent(void **state)
         assert_int_equal(ipl_msg_decode(buf.data, buf.size, &out), IPL_E_TRUNCATED);
         msgpack_sbuffer_destroy(&buf);
     }
-    assert_true(with_optional >= 3); /* KV_EVENT, LOAD, SNAPSHOT_END: incarnation */
+    assert_true(with_optional >= 4); /* KV_EVENT, LOAD, SNAPSHOT_END: incarnation; ROUTE_REP */
+}
+
+/* Packs a POLICY whose one worker element carries its first `nfields` fields. */
+static void s_pack_policy_worker(msgpack_sbuffer *buf, size_t nfields)
+{
+    size_t nf;
+    const ipl_proto_struct_t *const *structs = ipl_proto_structs(&nf);
+    const ipl_proto_struct_t *worker = structs[1];
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
+    s_pack_header(buf, 6, IPL_PROTO_VERSION, IPL_MSG_POLICY);
+    msgpack_pack_uint64(&pk, 3);               /* version */
+    msgpack_pack_str_with_body(&pk, "src", 3); /* source */
+    msgpack_pack_array(&pk, 0);                /* pools */
+    msgpack_pack_array(&pk, 1);                /* workers */
+    msgpack_pack_array(&pk, nfields);
+    for (size_t i = 0; i < nfields; i++) {
+        const ipl_proto_field_t *f = &worker->fields[i];
+        if (f->type == IPL_FT_U64)
+            msgpack_pack_uint64(&pk, 16);
+        else
+            msgpack_pack_str_with_body(&pk, f->name, strlen(f->name));
+    }
+}
+
+/* Struct elements gain fields the same way: a worker element from a policy service that
+ * predates worker_set decodes with NULL there; one field fewer still is truncated. */
+static void test_optional_struct_fields_may_be_absent(void **state)
+{
+    (void)state;
+    size_t ns;
+    const ipl_proto_struct_t *const *structs = ipl_proto_structs(&ns);
+    for (size_t s = 0; s < ns; s++) {
+        bool optional = false;
+        for (size_t k = 0; k < structs[s]->nfields; k++) {
+            if (optional) assert_true(structs[s]->fields[k].optional); /* trailing only */
+            optional = structs[s]->fields[k].optional;
+        }
+    }
+    const ipl_proto_struct_t *worker = structs[1];
+    assert_string_equal(worker->name, "worker");
+    size_t required = worker->nfields;
+    while (required > 0 && worker->fields[required - 1].optional) required--;
+    assert_true(required < worker->nfields);
+    assert_string_equal(worker->fields[required].name, "worker_set");
+    assert_int_equal(worker->fields[required].type, IPL_FT_STR);
+
+    ipl_msg_t out;
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    s_pack_policy_worker(&buf, required);
+    assert_int_equal(ipl_msg_decode(buf.data, buf.size, &out), IPL_OK);
+    assert_int_equal(out.u.policy.workers_len, 1);
+    assert_string_equal(out.u.policy.workers[0].name, "name");
+    assert_int_equal(out.u.policy.workers[0].block_size, 16);
+    assert_null(out.u.policy.workers[0].worker_set);
+    ipl_msg_clear(&out);
+
+    msgpack_sbuffer_clear(&buf);
+    s_pack_policy_worker(&buf, worker->nfields);
+    assert_int_equal(ipl_msg_decode(buf.data, buf.size, &out), IPL_OK);
+    assert_string_equal(out.u.policy.workers[0].worker_set, "worker_set");
+    ipl_msg_clear(&out);
+
+    msgpack_sbuffer_clear(&buf);
+    s_pack_policy_worker(&buf, required - 1);
+    assert_int_equal(ipl_msg_decode(buf.data, buf.size, &out), IPL_E_TRUNCATED);
+    assert_null(out.arena);
+
+    /* and the encoder writes it: a round trip keeps it */
+    ipl_worker_t w = {.name = "w0", .pool = "chat", .model = "m", .url = "http://w0",
+                      .kv_endpoint = "", .replay_endpoint = "", .metrics_url = "",
+                      .block_size = 16, .worker_set = "sims"};
+    ipl_policy_t p = {.version = 1, .source = "s", .workers = &w, .workers_len = 1};
+    msgpack_sbuffer_clear(&buf);
+    assert_int_equal(ipl_msg_encode(IPL_MSG_POLICY, &p, &buf), IPL_OK);
+    assert_int_equal(ipl_msg_decode(buf.data, buf.size, &out), IPL_OK);
+    assert_string_equal(out.u.policy.workers[0].worker_set, "sims");
+    ipl_msg_clear(&out);
+    msgpack_sbuffer_destroy(&buf);
 }
 
 static void test_catalogue_is_consistent(void **state)
@@ -478,6 +558,7 @@ int main(void)
         cmocka_unit_test(test_unknown_version_and_type),
         cmocka_unit_test(test_extra_trailing_fields_are_ignored),
         cmocka_unit_test(test_optional_fields_may_be_absent),
+        cmocka_unit_test(test_optional_struct_fields_may_be_absent),
         cmocka_unit_test(test_oversized_values_are_rejected),
         cmocka_unit_test(test_route_reply_with_candidates),
         cmocka_unit_test(test_large_message_spans_arena_blocks),

@@ -449,6 +449,9 @@ static void s_on_arrival(clustersim_cluster_t *self, uint32_t r)
     uint32_t wid = (uint32_t)(self->decision.worker - self->policy.workers);
     self->features[r] = self->decision.features;
     self->set[r] = self->decision.set;
+    self->records[r].worker = (int32_t)wid;
+    self->records[r].predicted_ttft_s = self->decision.predicted_ttft_s;
+    self->records[r].predicted_cached = (uint32_t)self->decision.cached_tokens;
     s_worker_t *w = &self->workers[wid];
     if (s_pending_push(w, r) != 0) {
         self->error = IPL_E_NOMEM;
@@ -505,6 +508,7 @@ static void s_first_tokens(clustersim_cluster_t *self, s_worker_t *w)
         sim_engine_status(w->engine, in->handle, &st);
         if (st.first_token_s < 0) continue;
         in->first_token = true;
+        self->records[in->req].cached_tokens = st.cached_tokens; // for s_on_observe
         clustersim_event_t ev = {.t = st.first_token_s, .kind = EV_OBSERVE, .id = in->req};
         s_push(self, &ev);
     }
@@ -512,9 +516,14 @@ static void s_first_tokens(clustersim_cluster_t *self, s_worker_t *w)
 
 static void s_on_observe(clustersim_cluster_t *self, uint32_t r)
 {
-    if (self->set[r])
-        (void)decider_router_observe(self->router, self->set[r], &self->features[r],
-                                     self->now - self->arrival[r]);
+    if (!self->set[r]) return;
+    // The gateway learns the cached tokens from the response's usage: the predictor learns
+    // the prefill the request really had, not the one the router expected (a prefix evicted
+    // in between would teach it that prefill is slow).
+    decider_features_t x = self->features[r];
+    const clustersim_record_t *rec = &self->records[r];
+    x.uncached_tokens = (double)(rec->prompt_tokens - rec->cached_tokens);
+    (void)decider_router_observe(self->router, self->set[r], &x, self->now - self->arrival[r]);
 }
 
 // Records the requests that finished in the step just executed; releases them.
@@ -654,7 +663,10 @@ static int s_build_engines(clustersim_cluster_t *self)
                                   .model_name = w->name,
                                   .manual = true,
                                   .on_kv_events = s_on_kv_events,
-                                  .on_kv_events_arg = w};
+                                  .on_kv_events_arg = w,
+                                  // Our collector maps engine hashes as opaque ids (kvmap):
+                                  // vLLM's exact digests would only cost time.
+                                  .fast_hash = true};
         w->engine = sim_engine_new(&ec);
         if (!w->engine) return IPL_E_NOMEM;
         // Every replica starts knowing every worker is idle and up.
@@ -725,6 +737,7 @@ clustersim_cluster_t *clustersim_cluster_new(const clustersim_config_t *cfg,
     decider_router_config_t rc = cfg->router;
     rc.default_strategy = strategy;
     rc.seed = (cfg->seed * 0x9e3779b97f4a7c15ULL) | 1; // never 0: 0 means "from the clock"
+    rc.terse = true; // nobody reads the explanations: decide without writing them
     if (!strcmp(strategy, "oracle")) {
         self->truth = ipl_index_new();
         rc.oracle = s_oracle;
@@ -741,8 +754,8 @@ clustersim_cluster_t *clustersim_cluster_new(const clustersim_config_t *cfg,
     }
     for (uint32_t i = 0; i < n; i++) {
         self->arrival[i] = -1;
-        self->records[i] =
-            (clustersim_record_t){.arrival_s = -1, .first_token_s = -1, .finish_s = -1};
+        self->records[i] = (clustersim_record_t){
+            .arrival_s = -1, .first_token_s = -1, .finish_s = -1, .worker = -1};
     }
     return self;
 }
@@ -857,4 +870,27 @@ const clustersim_record_t *clustersim_cluster_records(const clustersim_cluster_t
 void clustersim_cluster_stats(const clustersim_cluster_t *self, clustersim_stats_t *out)
 {
     *out = self->stats;
+}
+
+void clustersim_cluster_write_csv(const clustersim_cluster_t *self, FILE *out, bool header)
+{
+    if (header)
+        fprintf(out, "strategy,request,arrival_s,worker,predicted_ttft_s,ttft_s,predicted_cached,"
+                     "cached,prompt_tokens,queued,queued_tokens,running,uncached_tokens,group\n");
+    uint32_t n = clustersim_workload_count(self->wl);
+    for (uint32_t r = 0; r < n; r++) {
+        const clustersim_record_t *rec = &self->records[r];
+        const decider_features_t *x = &self->features[r];
+        fprintf(out, "%s,%u,%.6f,%d,%.6f,%.6f,%u,%u,%u,%.0f,%.0f,%.0f,%.0f,%d\n", self->strategy, r,
+                rec->arrival_s, rec->worker, rec->predicted_ttft_s,
+                rec->first_token_s >= 0 ? rec->first_token_s - rec->arrival_s : -1.0,
+                rec->predicted_cached, rec->cached_tokens, rec->prompt_tokens, x->queued,
+                x->queued_tokens, x->running, x->uncached_tokens,
+                clustersim_workload_req(self->wl, r)->group);
+    }
+}
+
+decider_router_t *clustersim_cluster_router(clustersim_cluster_t *self)
+{
+    return self->router;
 }

@@ -41,6 +41,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "clustersim_report.h"
 #include "clustersim_workload.h"
@@ -100,5 +101,13 @@ int clustersim_cluster_run(clustersim_cluster_t *self, char *err, size_t errlen)
 /* One record per workload request (index = request index), valid after run. Borrowed. */
 const clustersim_record_t *clustersim_cluster_records(const clustersim_cluster_t *self, size_t *n);
 void clustersim_cluster_stats(const clustersim_cluster_t *self, clustersim_stats_t *out);
+
+/* The cluster's router (borrowed), e.g. for its predictor's model after a run. */
+decider_router_t *clustersim_cluster_router(clustersim_cluster_t *self);
+
+/* Writes one CSV line per request after run (with a header when `header`): strategy, request,
+ * arrival, worker, the router's predicted and the observed TTFT, predicted and true cached
+ * tokens, and the features the prediction was made of — to see where the predictor errs. */
+void clustersim_cluster_write_csv(const clustersim_cluster_t *self, FILE *out, bool header);
 
 #endif

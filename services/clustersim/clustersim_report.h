@@ -26,7 +26,10 @@ typedef struct {
     double first_token_s; /* < 0: never (rejected) */
     double finish_s;      /* < 0: never */
     uint32_t prompt_tokens;
-    uint32_t cached_tokens;
+    uint32_t cached_tokens;    /* the engine's prefix hit */
+    int32_t worker;            /* routed to (index into the cluster's workers); -1: rejected */
+    uint32_t predicted_cached; /* the router's cached tokens for the winner */
+    double predicted_ttft_s;   /* the router's prediction for the winner */
 } clustersim_record_t;
 
 typedef struct {

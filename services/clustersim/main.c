@@ -27,7 +27,7 @@
 #define S_MAX_ITEMS 32
 
 typedef struct {
-    char *workloads, *trace, *strategies, *pool_mode, *profile, *delay, *log_level;
+    char *workloads, *trace, *strategies, *pool_mode, *profile, *delay, *log_level, *csv;
     int64_t requests, prefix_groups, prefix_tokens, suffix_tokens, output_tokens, turns, models,
         tenants, pools, workers_per_pool, num_gpu_blocks, max_num_seqs, max_batched, block_size,
         sample_ms, seed, load_gate, ttl_ms, mooncake_block;
@@ -100,6 +100,9 @@ static void s_declare(ipl_config_t *c, s_flags_t *f)
                    "the router's optimistic-prefix TTL (decider --optimistic-ttl-ms)");
     ipl_config_add(c, "calibrate", IPL_OPT_BOOL, &f->calibrate, "true",
                    "feed observed TTFTs back to the router's predictor");
+    ipl_config_add(c, "csv", IPL_OPT_STR, &f->csv, NULL,
+                   "also write one CSV line per request and run to this file (predicted vs "
+                   "observed TTFT and cached tokens, the predictor's features)");
     ipl_config_add(c, "json", IPL_OPT_BOOL, &f->json, "false",
                    "print one JSON object per figure and line instead of the table");
     ipl_config_add(c, "verbose", IPL_OPT_BOOL, &f->verbose, "false",
@@ -236,8 +239,8 @@ static void s_cluster_config(const s_flags_t *f, clustersim_config_t *c, double 
 
 // One (workload, strategy) run into *fig. 0, or an IPL_E_* code with `err` set.
 static int s_run(const clustersim_config_t *cc, const clustersim_workload_t *wl,
-                 const char *strategy, const s_flags_t *f, clustersim_figures_t *fig, char *err,
-                 size_t errlen)
+                 const char *strategy, const s_flags_t *f, FILE *csv, clustersim_figures_t *fig,
+                 char *err, size_t errlen)
 {
     uint64_t t0 = ipl_mono_ns();
     clustersim_cluster_t *cl = clustersim_cluster_new(cc, wl, strategy, err, errlen);
@@ -250,6 +253,7 @@ static int s_run(const clustersim_config_t *cc, const clustersim_workload_t *wl,
         fig->workload = clustersim_workload_name(wl);
         rc = clustersim_figures_compute(recs, n, f->slo_ttft_s, fig);
         if (rc != 0) snprintf(err, errlen, "out of memory computing the figures");
+        if (csv) clustersim_cluster_write_csv(cl, csv, ftell(csv) == 0);
     }
     double wall = (double)(ipl_mono_ns() - t0) / 1e9;
     clustersim_stats_t st;
@@ -271,6 +275,12 @@ static int s_run(const clustersim_config_t *cc, const clustersim_workload_t *wl,
     else
         fprintf(stderr, "clustersim: %s/%s: %.2f s wall, %u requests\n",
                 clustersim_workload_name(wl), strategy, wall, clustersim_workload_count(wl));
+    if (f->verbose) {
+        char *model =
+            decider_predictor_json(decider_router_predictor(clustersim_cluster_router(cl)));
+        if (model) fprintf(stderr, "clustersim: %s predictor: %s\n", strategy, model);
+        free(model);
+    }
     clustersim_cluster_destroy(&cl);
     return rc;
 }
@@ -334,6 +344,12 @@ int main(int argc, char **argv)
     clustersim_config_t cc;
     s_cluster_config(&f, &cc, lo, hi);
 
+    FILE *csv = f.csv ? fopen(f.csv, "w") : NULL;
+    if (f.csv && !csv) {
+        fprintf(stderr, "inferplane-clustersim: --csv %s: cannot write it\n", f.csv);
+        ipl_config_destroy(&c);
+        return 2;
+    }
     clustersim_figures_t *rows = calloc(nwl * nrun, sizeof *rows);
     clustersim_workload_t **wls = calloc(nwl, sizeof *wls);
     int status = rows && wls ? 0 : 1;
@@ -348,7 +364,7 @@ int main(int argc, char **argv)
         }
         for (size_t s = 0; s < nrun; s++) {
             clustersim_figures_t *fig = &rows[nrows];
-            if (s_run(&cc, wls[w], runnable[s], &f, fig, err, sizeof err) != 0) {
+            if (s_run(&cc, wls[w], runnable[s], &f, csv, fig, err, sizeof err) != 0) {
                 fprintf(stderr, "inferplane-clustersim: %s/%s: %s\n",
                         clustersim_workload_name(wls[w]), runnable[s], err);
                 status = 1;
@@ -369,6 +385,7 @@ int main(int argc, char **argv)
         clustersim_workload_destroy(&wls[w]);
     free(wls);
     free(rows);
+    if (csv) fclose(csv);
     ipl_config_destroy(&c);
     return status;
 }

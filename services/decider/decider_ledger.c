@@ -2,10 +2,9 @@
  * decider_ledger — in-flight rings, generations of optimistic blocks, and the inbox of peer
  * routings (see the header).
  *
- * One process-wide mutex, s_lock, guards the registry of live ledgers and every ledger's
- * inbox (a FIFO list); everything else belongs to the ledger's owner thread. The owner only
- * takes s_lock when `pending` says the inbox is not empty, and then just long enough to take
- * the whole list.
+ * Each ledger's `inbox_lock` guards its inbox (a FIFO list) and peer counters; everything else
+ * belongs to the ledger's owner thread. The owner only takes the lock when `pending` says the
+ * inbox is not empty, and then just long enough to take the whole list.
  */
 #include "decider_ledger.h"
 
@@ -43,16 +42,12 @@ struct decider_ledger {
     uint32_t scratch[IPL_INDEX_MAX_WORKERS]; // s_match's per-generation result
     uint32_t held[IPL_INDEX_MAX_WORKERS];    // s_assume's prefix per worker
 
-    // under s_lock
-    decider_ledger_t *next_alive;
+    pthread_mutex_t inbox_lock; // guards the fields below, except `pending`
     s_peer_t *inbox_head, *inbox_tail;
     size_t inbox_count, inbox_hashes;
     decider_ledger_peer_stats_t peer_stats; // .pending unused (inbox_count)
     atomic_bool pending;                    // inbox not empty (read without the lock)
 };
-
-static pthread_mutex_t s_lock = PTHREAD_MUTEX_INITIALIZER;
-static decider_ledger_t *s_alive; // every ledger of the process, under s_lock
 
 decider_ledger_t *decider_ledger_new(uint64_t ttl_ms)
 {
@@ -60,6 +55,7 @@ decider_ledger_t *decider_ledger_new(uint64_t ttl_ms)
     if (!self) return NULL;
     self->ttl_ms = ttl_ms;
     atomic_init(&self->pending, false);
+    pthread_mutex_init(&self->inbox_lock, NULL);
     for (int g = 0; g < DECIDER_LEDGER_GENERATIONS; g++) {
         self->gen[g] = ipl_index_new();
         if (!self->gen[g]) {
@@ -67,10 +63,6 @@ decider_ledger_t *decider_ledger_new(uint64_t ttl_ms)
             return NULL;
         }
     }
-    pthread_mutex_lock(&s_lock);
-    self->next_alive = s_alive;
-    s_alive = self;
-    pthread_mutex_unlock(&s_lock);
     return self;
 }
 
@@ -87,18 +79,10 @@ void decider_ledger_destroy(decider_ledger_t **self_p)
 {
     if (!self_p || !*self_p) return;
     decider_ledger_t *self = *self_p;
-    pthread_mutex_lock(&s_lock);
-    for (decider_ledger_t **pp = &s_alive; *pp; pp = &(*pp)->next_alive)
-        if (*pp == self) {
-            *pp = self->next_alive;
-            break;
-        }
-    s_peer_t *inbox = self->inbox_head;
-    self->inbox_head = self->inbox_tail = NULL;
-    pthread_mutex_unlock(&s_lock);
-    s_free_peers(inbox);
+    s_free_peers(self->inbox_head);
     for (int g = 0; g < DECIDER_LEDGER_GENERATIONS; g++)
         ipl_index_destroy(&self->gen[g]);
+    pthread_mutex_destroy(&self->inbox_lock);
     free(self);
     *self_p = NULL;
 }
@@ -301,7 +285,7 @@ static s_peer_t *s_peer_new(const decider_ledger_peer_t *r, uint64_t wall_ms, ui
     return p;
 }
 
-// Appends under s_lock, dropping the oldest routings beyond the inbox's bounds.
+// Appends under inbox_lock, dropping the oldest routings beyond the inbox's bounds.
 static void s_enqueue(decider_ledger_t *self, s_peer_t *p)
 {
     if (self->inbox_tail)
@@ -331,37 +315,21 @@ int decider_ledger_post(decider_ledger_t *self, const decider_ledger_peer_t *rou
     if (!routing->worker || !*routing->worker) return IPL_E_INVAL;
     s_peer_t *p = s_peer_new(routing, wall_ms, mono_ms);
     if (!p) return IPL_E_NOMEM;
-    pthread_mutex_lock(&s_lock);
+    pthread_mutex_lock(&self->inbox_lock);
     s_enqueue(self, p);
-    pthread_mutex_unlock(&s_lock);
+    pthread_mutex_unlock(&self->inbox_lock);
     return IPL_OK;
-}
-
-size_t decider_ledger_post_all(const decider_ledger_peer_t *routing, uint64_t wall_ms,
-                               uint64_t mono_ms)
-{
-    if (!routing->worker || !*routing->worker) return 0;
-    size_t n = 0;
-    pthread_mutex_lock(&s_lock);
-    for (decider_ledger_t *l = s_alive; l; l = l->next_alive) {
-        s_peer_t *p = s_peer_new(routing, wall_ms, mono_ms);
-        if (!p) break;
-        s_enqueue(l, p);
-        n++;
-    }
-    pthread_mutex_unlock(&s_lock);
-    return n;
 }
 
 void decider_ledger_apply_peers(decider_ledger_t *self)
 {
     if (!atomic_load_explicit(&self->pending, memory_order_acquire)) return;
-    pthread_mutex_lock(&s_lock);
+    pthread_mutex_lock(&self->inbox_lock);
     s_peer_t *list = self->inbox_head;
     self->inbox_head = self->inbox_tail = NULL;
     self->inbox_count = self->inbox_hashes = 0;
     atomic_store_explicit(&self->pending, false, memory_order_release);
-    pthread_mutex_unlock(&s_lock);
+    pthread_mutex_unlock(&self->inbox_lock);
     uint64_t applied = 0, dropped = 0;
     for (s_peer_t *p = list; p; p = p->next) {
         int id = s_worker(self, p->worker);
@@ -373,16 +341,16 @@ void decider_ledger_apply_peers(decider_ledger_t *self)
         applied++;
     }
     s_free_peers(list);
-    pthread_mutex_lock(&s_lock);
+    pthread_mutex_lock(&self->inbox_lock);
     self->peer_stats.applied += applied;
     self->peer_stats.dropped += dropped;
-    pthread_mutex_unlock(&s_lock);
+    pthread_mutex_unlock(&self->inbox_lock);
 }
 
 void decider_ledger_peer_stats(decider_ledger_t *self, decider_ledger_peer_stats_t *out)
 {
-    pthread_mutex_lock(&s_lock);
+    pthread_mutex_lock(&self->inbox_lock);
     *out = self->peer_stats;
     out->pending = self->inbox_count;
-    pthread_mutex_unlock(&s_lock);
+    pthread_mutex_unlock(&self->inbox_lock);
 }

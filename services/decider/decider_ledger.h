@@ -23,14 +23,15 @@
  * Peers: what the other decider replicas routed (ROUTED messages) counts exactly like a local
  * routing — in flight until a load sample newer than it, optimistic blocks for the same TTL —
  * so two replicas never both think a worker is idle. Peer routings arrive on another thread
- * than the decisions: they are posted to an inbox (thread-safe) and applied, at their own
- * times, by the next decider_ledger_worker or decider_ledger_match on the owner's thread.
+ * than the decisions: they are posted to the ledger's inbox (thread-safe) and applied, at their
+ * own times, by the next decider_ledger_worker or decider_ledger_match on the owner's thread.
  *
- *   peer SUB (loop thread) ──decider_ledger_post_all──► inbox of every ledger of the process
+ *   peer SUB (loop thread) ──decider_peers──decider_ledger_post──► this ledger's inbox
  *   decision (router, under its mutex) ──decider_ledger_worker / _match──► inbox applied first
  *
- * decider_ledger_post_all reaches every ledger alive in the process (a decider has one: its
- * router's), so that the process's sockets feed the router's private ledger.
+ * Ownership: the decider server creates the one ledger and lends it to both its router
+ * (decider_router_config_t.ledger) and its peers (decider_peers_config_t.ledger); a router
+ * given none keeps a private one (tests, clustersim).
  *
  * Not thread-safe, except the functions marked "any thread" (the router calls the others
  * under its mutex).
@@ -103,11 +104,6 @@ typedef struct {
  * worker name) or IPL_E_NOMEM. */
 int decider_ledger_post(decider_ledger_t *self, const decider_ledger_peer_t *routing,
                         uint64_t wall_ms, uint64_t mono_ms);
-
-/* Any thread: decider_ledger_post to every ledger alive in the process. Returns how many
- * ledgers queued it. */
-size_t decider_ledger_post_all(const decider_ledger_peer_t *routing, uint64_t wall_ms,
-                               uint64_t mono_ms);
 
 /* Owner thread: applies the queued peer routings now (decider_ledger_worker and
  * decider_ledger_match do it first anyway). */

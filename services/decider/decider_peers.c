@@ -1,5 +1,5 @@
 /*
- * decider_peers — ROUTED out on a PUB, in from a SUB, into the ledgers (see the header).
+ * decider_peers — ROUTED out on a PUB, in from a SUB, into the ledger (see the header).
  *
  * `pub_lock` serialises the PUB socket between the threads that decide (libzmq sockets are
  * not thread-safe; a mutex gives the full barrier a socket needs to move between threads).
@@ -35,6 +35,7 @@ struct decider_peers {
     size_t nseen;
     decider_peers_drop_fn *on_drop;
     void *drop_arg;
+    decider_ledger_t *ledger; // borrowed
 
     pthread_mutex_t stats_lock;
     decider_peers_stats_t stats;
@@ -54,6 +55,10 @@ static void s_drop(decider_peers_t *self, const char *reason)
 
 decider_peers_t *decider_peers_new(const decider_peers_config_t *config, char *err, size_t errlen)
 {
+    if (config->npeers && !config->ledger) {
+        snprintf(err, errlen, "--peers given but no ledger to apply their routings to");
+        return NULL;
+    }
     decider_peers_t *self = calloc(1, sizeof *self);
     if (!self || !(self->id = strdup(config->id ? config->id : ""))) {
         free(self);
@@ -64,6 +69,7 @@ decider_peers_t *decider_peers_new(const decider_peers_config_t *config, char *e
     pthread_mutex_init(&self->stats_lock, NULL);
     self->on_drop = config->on_drop;
     self->drop_arg = config->drop_arg;
+    self->ledger = config->ledger;
     if (config->pub && *config->pub) {
         self->pub = zsock_new(ZMQ_PUB);
         if (!self->pub) {
@@ -194,7 +200,8 @@ int decider_peers_receive(decider_peers_t *self, const ipl_routed_t *routed, uin
         .uncached_tokens = routed->uncached_tokens,
         .wall_ms = routed->ts_ms,
     };
-    decider_ledger_post_all(&p, wall_ms, mono_ms);
+    int rc = self->ledger ? decider_ledger_post(self->ledger, &p, wall_ms, mono_ms) : IPL_OK;
+    if (rc != IPL_OK) return rc;
     s_count(self, &self->stats.received, 1);
     return IPL_OK;
 }
@@ -241,8 +248,8 @@ void decider_peers_drain(decider_peers_t *self, int budget)
         int got = s_recv(self, &msg);
         if (got == 0) return;
         if (got < 0) continue;
-        if (decider_peers_receive(self, &msg.u.routed, ipl_wall_ms(), ipl_mono_ms()) < 0)
-            s_drop(self, "invalid");
+        int rc = decider_peers_receive(self, &msg.u.routed, ipl_wall_ms(), ipl_mono_ms());
+        if (rc < 0) s_drop(self, rc == IPL_E_INVAL ? "invalid" : ipl_strerror(rc));
         ipl_msg_clear(&msg);
     }
 }

@@ -4,9 +4,9 @@
  *
  *   decision (any thread) ──decider_peers_publish──► PUB (bind --peer-pub) ──ROUTED──┐
  *                                                                                     ▼
- *   other replicas' PUB ──ROUTED──► SUB (connect --peers) ──decider_peers_drain──► every
- *                                    (loop thread)            decider_ledger of the process
- *                                                             (decider_ledger_post_all)
+ *   other replicas' PUB ──ROUTED──► SUB (connect --peers) ──decider_peers_drain──► the
+ *                                    (loop thread)            ledger lent in the config
+ *                                                             (decider_ledger_post)
  *
  * A received ROUTED counts exactly like a local decision: the worker has it in flight until a
  * load sample newer than its ts_ms, and is assumed to hold its blocks for the optimistic TTL.
@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "decider_ledger.h"
 #include "ipl_proto.h"
 
 #define DECIDER_PEERS_MAX_HASHES 1024 /* leading block hashes sent per ROUTED */
@@ -41,6 +42,9 @@ typedef struct {
     size_t npeers;
     decider_peers_drop_fn *on_drop; /* may be NULL */
     void *drop_arg;
+    decider_ledger_t *ledger; /* borrowed, must outlive the peers: where received ROUTED go
+                                 (the router's, decider_router_config_t.ledger); required
+                                 when npeers > 0 */
 } decider_peers_config_t;
 
 /* Binds/connects. NULL with a human message in `err` on failure. */
@@ -59,19 +63,19 @@ int decider_peers_publish(decider_peers_t *self, const char *worker, const uint6
                           uint64_t uncached_tokens, uint64_t wall_ms);
 
 /* Loop thread: receives what is waiting on the SUB (up to `budget` frames) and posts each
- * ROUTED to the ledgers. */
+ * ROUTED to the ledger. */
 void decider_peers_drain(decider_peers_t *self, int budget);
 
 /* Handles one decoded ROUTED (what decider_peers_drain does per frame). `wall_ms`/`mono_ms`:
- * this process's clocks now. Returns 0 when posted to the ledgers, 1 when it was our own
- * (ignored), IPL_E_INVAL when it names no worker or no decider. */
+ * this process's clocks now. Returns 0 when posted to the ledger, 1 when it was our own
+ * (ignored), IPL_E_INVAL when it names no worker or no decider, IPL_E_NOMEM. */
 int decider_peers_receive(decider_peers_t *self, const ipl_routed_t *routed, uint64_t wall_ms,
                           uint64_t mono_ms);
 
 typedef struct {
     uint64_t sent;        /* ROUTED published */
     uint64_t send_failed; /* not published (HWM, error) */
-    uint64_t received;    /* ROUTED from peers, posted to the ledgers */
+    uint64_t received;    /* ROUTED from peers, posted to the ledger */
     uint64_t own;         /* ROUTED from this decider's own id, ignored */
     uint64_t lost;        /* gaps in peers' sequence numbers */
     uint64_t peers_seen;  /* distinct peer ids heard from */

@@ -38,7 +38,7 @@
  *     ignored.
  * Token features enter the estimator in thousands of tokens, so that P is well scaled.
  *
- * Worker sets are named by the caller (the router uses "pool/served-model", see
+ * Worker sets are named by the caller (the router uses the InferenceWorkerSet's name, see
  * decider_router.h) and created on first use, at most DECIDER_PREDICTOR_MAX_SETS.
  *
  * Thread-safe (one mutex): the router predicts on its decision thread, observations may come
@@ -56,7 +56,8 @@
 /* What the router knows about one candidate when it predicts. All >= 0. */
 typedef struct {
     double queued;          /* requests ahead of this one: waiting + routed in flight */
-    double queued_tokens;   /* their uncached prompt tokens */
+    double queued_tokens;   /* prefill work ahead of it: uncached prompt tokens not yet
+                               prefilled (the router's backlog, decider_router.h) */
     double running;         /* requests running */
     double uncached_tokens; /* this prompt's tokens not cached on the worker */
 } decider_features_t;

@@ -10,6 +10,9 @@
  *   pick          the strategy marks eligibility and picks the winner, with a reason
  *   s_commit      records the routing (ledger, in-flight tokens), learns the request size and
  *                 counts the fallbacks
+ *
+ * Then, for decisions a gateway reports on: decider_router_remember keeps the winner's features
+ * (decider_feedback) and decider_router_feedback feeds the observed TTFT to the predictor.
  */
 #include "decider_router.h"
 
@@ -21,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decider_feedback.h"
 #include "decider_ledger.h"
 #include "decider_pick.h"
 #include "decider_strategies.h"
@@ -29,11 +33,16 @@
 
 #define S_EWMA_ALPHA         0.1
 #define S_MIN_REQUEST_TOKENS 16.0
+#define S_OBSERVE_WINDOW_MS  60000
+#define S_OBSERVE_CAPACITY   65536
 
 struct decider_router {
     decider_router_config_t config;
-    pthread_mutex_t lock; // serialises decisions: ledger, EWMA, rng, memory, scratch, counters
-    decider_ledger_t *ledger;
+    pthread_mutex_t lock;     // serialises decisions: ledger, EWMA, rng, memory, scratch, counters,
+                              // the feedback map
+    decider_ledger_t *ledger; // config.ledger, or own_ledger
+    decider_ledger_t *own_ledger;   // when none was lent
+    decider_feedback_t *feedback;   // created by the first decider_router_remember
     decider_predictor_t *predictor; // its own lock
     decider_memory_t *memory;
     double mean_tokens;
@@ -41,6 +50,9 @@ struct decider_router {
     uint64_t fallbacks[DECIDER_FALLBACK_NREASONS];
     uint64_t exported[DECIDER_FALLBACK_NREASONS]; // already added to the metric
     ipl_metric_t *m_fallbacks[DECIDER_FALLBACK_NREASONS];
+    uint64_t observed[DECIDER_OBSERVED_NRESULTS];
+    uint64_t observed_exported[DECIDER_OBSERVED_NRESULTS];
+    ipl_metric_t *m_observed[DECIDER_OBSERVED_NRESULTS];
     uint32_t index_prefix[IPL_INDEX_MAX_WORKERS];
     uint32_t ledger_prefix[IPL_INDEX_MAX_WORKERS];
 };
@@ -56,6 +68,10 @@ static const char *const s_fallback_names[DECIDER_FALLBACK_NREASONS] = {
     "stale", "degraded", "health", "block_size", "load_gate", "no_worker", "overloaded",
 };
 
+static const char *const s_observed_names[DECIDER_OBSERVED_NRESULTS] = {
+    "learned", "outlier", "invalid", "failed", "unstreamed", "mismatch", "unknown", "expired",
+};
+
 void decider_router_config_defaults(decider_router_config_t *config)
 {
     *config = (decider_router_config_t){
@@ -68,6 +84,8 @@ void decider_router_config_defaults(decider_router_config_t *config)
         .stale_ms = 5000,
         .seed = 0,
         .base_s = 0.04,
+        .observe_window_ms = S_OBSERVE_WINDOW_MS,
+        .observe_capacity = S_OBSERVE_CAPACITY,
     };
 }
 
@@ -89,6 +107,11 @@ const char *const *decider_router_reasons(void)
 const char *decider_fallback_name(int reason)
 {
     return reason >= 0 && reason < DECIDER_FALLBACK_NREASONS ? s_fallback_names[reason] : NULL;
+}
+
+const char *decider_observed_name(int result)
+{
+    return result >= 0 && result < DECIDER_OBSERVED_NRESULTS ? s_observed_names[result] : NULL;
 }
 
 void decider_decision_init(decider_decision_t *d)
@@ -136,7 +159,9 @@ decider_router_t *decider_router_new(const decider_router_config_t *config)
     pc.prior[3] = c->running_cost_s;
     pc.prior[4] = 1.0 / c->prefill_tokens_per_s;
     if (c->forgetting > 0) pc.forgetting = c->forgetting;
-    self->ledger = decider_ledger_new(config->optimistic_ttl_ms);
+    if (!c->observe_capacity) c->observe_capacity = S_OBSERVE_CAPACITY;
+    self->ledger = c->ledger;
+    if (!self->ledger) self->ledger = self->own_ledger = decider_ledger_new(c->optimistic_ttl_ms);
     self->predictor = decider_predictor_new(&pc);
     self->memory = decider_memory_new();
     if (!self->ledger || !self->predictor || !self->memory) {
@@ -154,7 +179,8 @@ void decider_router_destroy(decider_router_t **self_p)
 {
     if (!self_p || !*self_p) return;
     decider_router_t *self = *self_p;
-    decider_ledger_destroy(&self->ledger);
+    decider_ledger_destroy(&self->own_ledger);
+    decider_feedback_destroy(&self->feedback);
     decider_predictor_destroy(&self->predictor);
     decider_memory_destroy(&self->memory);
     pthread_mutex_destroy(&self->lock);
@@ -209,9 +235,18 @@ static void s_predict(decider_router_t *self, s_ctx_t *ctx)
             set = c->set;
             decider_predictor_model(self->predictor, set, &model);
         }
+        // Prefill work ahead: the backlog of what this router routed there, drained at the
+        // set's calibrated prefill speed (decider_pick.h; a sample counts a request still
+        // prefilling as merely "running"),
+        // at least the tokens routed since the sample (peers' too); when the backlog is empty
+        // while the sample shows requests waiting (traffic from elsewhere), those × the mean.
+        double backlog = decider_memory_backlog(self->memory, c->ledger_id, ctx->pick.mono_ms,
+                                                1.0 / model.theta[4]);
+        double ahead = backlog > c->inflight_tokens ? backlog : c->inflight_tokens;
+        if (!(backlog > 0)) ahead += (double)c->c.waiting * self->mean_tokens;
         c->x = (decider_features_t){
             .queued = (double)c->queue,
-            .queued_tokens = (double)c->c.waiting * self->mean_tokens + c->inflight_tokens,
+            .queued_tokens = ahead,
             .running = (double)c->c.running,
             .uncached_tokens = (double)(ctx->pick.prompt_tokens - c->c.cached_tokens),
         };
@@ -250,6 +285,13 @@ static bool s_cache_usable(s_ctx_t *ctx, decider_candidate_t *c, const decider_w
     return true;
 }
 
+// Whether policy worker w belongs to `pool` (the same string is often the same pointer: one
+// compare instead of a strcmp per worker and decision).
+static bool s_in_pool(const ipl_worker_t *w, const ipl_pool_t *pool)
+{
+    return w->pool == pool->name || !strcmp(w->pool, pool->name);
+}
+
 // The pool's workers with their figures. Returns the number of healthy ones.
 static uint32_t s_candidates(decider_router_t *self, s_ctx_t *ctx, const ipl_policy_t *policy,
                              const decider_state_t *state, uint64_t state_age_ms, uint64_t wall_ms,
@@ -259,19 +301,19 @@ static uint32_t s_candidates(decider_router_t *self, s_ctx_t *ctx, const ipl_pol
     const decider_request_t *req = ctx->pick.req;
     const ipl_pool_t *pool = out->pool;
 
+    // The pool's workers, and its block size (the compiler guarantees one per pool).
     uint32_t n = 0;
+    uint64_t bs = 0;
     for (uint32_t i = 0; i < policy->workers_len; i++)
-        n += !strcmp(policy->workers[i].pool, pool->name);
+        if (s_in_pool(&policy->workers[i], pool)) {
+            if (!n++) bs = policy->workers[i].block_size;
+        }
     if (n > out->cap) {
         decider_candidate_t *c = realloc(out->cands, n * sizeof *c);
         if (!c) return 0;
         out->cands = c;
         out->cap = n;
     }
-    // Block size: the pool's (the compiler guarantees one per pool).
-    uint64_t bs = 0;
-    for (uint32_t i = 0; i < policy->workers_len && !bs; i++)
-        if (!strcmp(policy->workers[i].pool, pool->name)) bs = policy->workers[i].block_size;
     ctx->pick.block_size = bs;
     ctx->pick.prompt_tokens = req->prompt_tokens ? req->prompt_tokens : (uint64_t)req->nhashes * bs;
     out->prompt_tokens = ctx->pick.prompt_tokens;
@@ -295,13 +337,13 @@ static uint32_t s_candidates(decider_router_t *self, s_ctx_t *ctx, const ipl_pol
     out->ncands = 0;
     for (uint32_t i = 0; i < policy->workers_len; i++) {
         const ipl_worker_t *pw = &policy->workers[i];
-        if (strcmp(pw->pool, pool->name)) continue;
+        if (!s_in_pool(pw, pool)) continue;
         decider_candidate_t *c = &out->cands[out->ncands++];
         memset(c, 0, sizeof *c);
         c->c.worker = pw->name;
         c->c.url = pw->url;
         c->c.note = c->note;
-        c->set = pw->model;
+        c->set = pw->worker_set && *pw->worker_set ? pw->worker_set : pw->model;
         c->state_id = decider_state_find(state, pw->name);
         c->ledger_id = decider_ledger_worker(self->ledger, pw->name);
         const decider_worker_t *w = decider_state_worker(state, c->state_id);
@@ -401,6 +443,7 @@ static void s_commit(decider_router_t *self, s_ctx_t *ctx, uint64_t wall_ms, uin
     uint64_t uncached = ctx->pick.prompt_tokens - win->c.cached_tokens;
     decider_ledger_record(self->ledger, win->ledger_id, req->hashes, sizes_match ? req->nhashes : 0,
                           uncached, wall_ms, mono_ms);
+    decider_memory_backlog_add(self->memory, win->ledger_id, (double)uncached, mono_ms);
     self->mean_tokens += S_EWMA_ALPHA * ((double)uncached - self->mean_tokens);
     if (self->mean_tokens < S_MIN_REQUEST_TOKENS) self->mean_tokens = S_MIN_REQUEST_TOKENS;
 }
@@ -501,6 +544,65 @@ int decider_router_observe(decider_router_t *self, const char *set,
     return decider_predictor_observe(self->predictor, set, features, ttft_s);
 }
 
+int decider_router_remember(decider_router_t *self, uint64_t conn, uint64_t req_id,
+                            const decider_decision_t *d, uint64_t mono_ms)
+{
+    if (d->status != IPL_ROUTE_OK || !d->worker || !d->set || !self->config.observe_window_ms)
+        return IPL_E_INVAL;
+    int rc = IPL_E_NOMEM;
+    pthread_mutex_lock(&self->lock);
+    if (!self->feedback)
+        self->feedback =
+            decider_feedback_new(self->config.observe_capacity, self->config.observe_window_ms);
+    if (self->feedback)
+        rc = decider_feedback_remember(self->feedback, conn, req_id, d->set, d->worker->name,
+                                       &d->features, mono_ms);
+    pthread_mutex_unlock(&self->lock);
+    return rc;
+}
+
+// Why an observation matched with its decision teaches nothing, or -1 when it is a TTFT.
+static int s_unlearnable(const ipl_observed_t *obs, const decider_feedback_entry_t *e)
+{
+    if (!obs->worker || strcmp(obs->worker, e->worker)) return DECIDER_OBSERVED_MISMATCH;
+    if (obs->status < 200 || obs->status > 299 || !(obs->ttft_s > 0))
+        return DECIDER_OBSERVED_FAILED;
+    // A whole JSON body arrives after every token was generated: a TTFT only for one token.
+    if (!obs->stream && obs->completion_tokens != 1) return DECIDER_OBSERVED_UNSTREAMED;
+    return -1;
+}
+
+int decider_router_feedback(decider_router_t *self, uint64_t conn, const ipl_observed_t *obs,
+                            uint64_t mono_ms)
+{
+    decider_feedback_entry_t e;
+    pthread_mutex_lock(&self->lock);
+    int rc = self->feedback ? decider_feedback_take(self->feedback, conn, obs->req_id, mono_ms, &e)
+                            : IPL_E_NOTFOUND;
+    pthread_mutex_unlock(&self->lock);
+    int result = rc == IPL_E_NOTFOUND ? DECIDER_OBSERVED_UNKNOWN
+                 : rc != IPL_OK       ? DECIDER_OBSERVED_EXPIRED
+                                      : s_unlearnable(obs, &e);
+    if (result < 0) {
+        // e.set is interned by the feedback map: valid for the router's life, outside the lock.
+        rc = decider_predictor_observe(self->predictor, e.set, &e.x, obs->ttft_s);
+        result = rc == IPL_OK        ? DECIDER_OBSERVED_LEARNED
+                 : rc == IPL_E_RANGE ? DECIDER_OBSERVED_OUTLIER
+                                     : DECIDER_OBSERVED_INVALID;
+    }
+    pthread_mutex_lock(&self->lock);
+    self->observed[result]++;
+    pthread_mutex_unlock(&self->lock);
+    return result;
+}
+
+void decider_router_observed(decider_router_t *self, uint64_t counts[DECIDER_OBSERVED_NRESULTS])
+{
+    pthread_mutex_lock(&self->lock);
+    memcpy(counts, self->observed, sizeof self->observed);
+    pthread_mutex_unlock(&self->lock);
+}
+
 decider_predictor_t *decider_router_predictor(decider_router_t *self)
 {
     return self->predictor;
@@ -531,17 +633,50 @@ void decider_router_fallbacks(decider_router_t *self, uint64_t counts[DECIDER_FA
 
 // ---- admin ------------------------------------------------------------------------------------
 
+// Raises each counter by what its count gained since the last render (under self->lock).
+static void s_export(ipl_metric_t *const *metrics, const uint64_t *counts, uint64_t *exported,
+                     int n)
+{
+    for (int r = 0; r < n; r++) {
+        if (metrics[r] && counts[r] > exported[r])
+            ipl_metric_add(metrics[r], (double)(counts[r] - exported[r]));
+        exported[r] = counts[r];
+    }
+}
+
 static void s_collect(void *arg, ipl_metrics_t *metrics)
 {
     (void)metrics;
     decider_router_t *self = arg;
     pthread_mutex_lock(&self->lock);
-    for (int r = 0; r < DECIDER_FALLBACK_NREASONS; r++) {
-        if (self->m_fallbacks[r] && self->fallbacks[r] > self->exported[r])
-            ipl_metric_add(self->m_fallbacks[r], (double)(self->fallbacks[r] - self->exported[r]));
-        self->exported[r] = self->fallbacks[r];
-    }
+    s_export(self->m_fallbacks, self->fallbacks, self->exported, DECIDER_FALLBACK_NREASONS);
+    s_export(self->m_observed, self->observed, self->observed_exported, DECIDER_OBSERVED_NRESULTS);
     pthread_mutex_unlock(&self->lock);
+}
+
+// The "observations" object of /debug/model.
+static void s_observations_json(decider_router_t *self, cJSON *root)
+{
+    cJSON *o = cJSON_AddObjectToObject(root, "observations");
+    cJSON_AddStringToObject(o, "source",
+                            "OBSERVED from the gateways: TTFT from starting the upstream request "
+                            "to the first content byte, matched with the decision's features");
+    cJSON_AddNumberToObject(o, "window_ms", (double)self->config.observe_window_ms);
+    decider_feedback_stats_t st = {0};
+    uint64_t counts[DECIDER_OBSERVED_NRESULTS];
+    pthread_mutex_lock(&self->lock);
+    size_t capacity = self->feedback ? decider_feedback_capacity(self->feedback) : 0;
+    if (self->feedback) decider_feedback_stats(self->feedback, &st);
+    memcpy(counts, self->observed, sizeof counts);
+    pthread_mutex_unlock(&self->lock);
+    cJSON_AddNumberToObject(o, "capacity", (double)capacity);
+    cJSON_AddNumberToObject(o, "remembered", (double)st.remembered);
+    cJSON_AddNumberToObject(o, "pending", (double)st.pending);
+    cJSON_AddNumberToObject(o, "evicted", (double)st.evicted);
+    cJSON_AddNumberToObject(o, "not_remembered", (double)st.dropped);
+    cJSON *r = cJSON_AddObjectToObject(o, "results");
+    for (int i = 0; i < DECIDER_OBSERVED_NRESULTS; i++)
+        cJSON_AddNumberToObject(r, s_observed_names[i], (double)counts[i]);
 }
 
 static void s_debug_model(void *arg, const ipl_http_req_t *hreq, ipl_http_resp_t *resp)
@@ -568,9 +703,10 @@ static void s_debug_model(void *arg, const ipl_http_req_t *hreq, ipl_http_resp_t
     cJSON_AddNumberToObject(r, "stale_ms", (double)c->stale_ms);
     cJSON_AddNumberToObject(r, "optimistic_ttl_ms", (double)c->optimistic_ttl_ms);
     cJSON_AddNumberToObject(r, "mean_request_tokens", decider_router_mean_request_tokens(self));
-    cJSON_AddStringToObject(r, "worker_set_key", "the worker's served model (spec.model)");
-    cJSON_AddStringToObject(r, "observations",
-                            "decider_router_observe(); not yet fed from live request records");
+    cJSON_AddStringToObject(r, "worker_set_key",
+                            "the worker's InferenceWorkerSet (its served model with a policy "
+                            "service that predates worker_set)");
+    s_observations_json(self, root);
     uint64_t counts[DECIDER_FALLBACK_NREASONS];
     decider_router_fallbacks(self, counts);
     cJSON *fb = cJSON_AddObjectToObject(root, "fallbacks");
@@ -595,6 +731,15 @@ void decider_router_register_admin(decider_router_t *self, ipl_httpd_t *httpd,
                                 "rejections), by reason.",
                                 labels);
         self->exported[r] = 0;
+    }
+    for (int r = 0; r < DECIDER_OBSERVED_NRESULTS; r++) {
+        snprintf(labels, sizeof labels, "result=\"%s\"", s_observed_names[r]);
+        self->m_observed[r] =
+            ipl_metrics_counter(metrics, "inferplane_decider_observations_total",
+                                "OBSERVED messages (TTFTs the gateways measured), by what became "
+                                "of them: learned by the predictor, or why not.",
+                                labels);
+        self->observed_exported[r] = 0;
     }
     pthread_mutex_unlock(&self->lock);
     ipl_metrics_on_collect(metrics, s_collect, self);

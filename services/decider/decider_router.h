@@ -13,18 +13,27 @@
  *                 — 0 when W's cache state cannot be trusted (kv_state DEGRADED, health not
  *                 UP, state stale, block size differs from the request's): load only
  *   queue(W)    = waiting + inflight        (inflight: routed here after W's last sample)
- *   features    queued = queue(W); queued_tokens = waiting × mean uncached tokens per request
- *               (EWMA) + the uncached tokens of the requests in flight; running; uncached =
- *               prompt − cached(W)
+ *   features    queued = queue(W); queued_tokens = the prefill backlog this router routed to W
+ *               (uncached tokens draining at the worker set's calibrated prefill speed,
+ *               decider_pick.h), at least the uncached tokens routed since W's last sample —
+ *               and when that backlog is empty, plus waiting × mean uncached tokens per request
+ *               (EWMA); running; uncached = prompt − cached(W)
  *   ttft(W)     = decider_predictor's model of W's worker set (decider_predictor.h)
  *
- * The worker set of W is named by W's served model (ipl_worker_t.model, the worker set's
- * spec.model): the compiled policy does not carry worker-set names yet.
+ * The worker set of W (the predictor's key) is W's InferenceWorkerSet (ipl_worker_t.worker_set);
+ * with a policy from a policy service that predates that field, W's served model.
+ *
+ * Calibration from live requests: the server remembers each decision a gateway will report on
+ * (decider_router_remember, keyed by the gateway's connection and req_id, bounded and
+ * time-limited: decider_feedback.h) and hands the gateway's OBSERVED back
+ * (decider_router_feedback), which feeds the predictor the decision's features and the
+ * observed TTFT. Every OBSERVED is counted by result (decider_observed_name).
  *
  * Strategies (decider_strategies.h has the list and the sources): "ttft" (the default) keeps
  * the candidates whose queue is within load_gate of the least loaded one and picks the minimum
- * predicted TTFT — or, with temperature_s > 0, samples with probability ∝ exp(−ttft/T) — and
- * says why; the baselines follow their published descriptions.
+ * cost — predicted TTFT plus the time its prefill holds the worker for the requests behind it
+ * (decider_strategies.c) — or, with temperature_s > 0, samples with probability
+ * ∝ exp(−cost/T) — and says why; the baselines follow their published descriptions.
  *
  * Admission, before any strategy: no healthy candidate → NO_WORKER (503); with max_queue > 0,
  * a candidate whose queue exceeds it is not eligible, and when that leaves none → OVERLOADED
@@ -45,6 +54,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "decider_ledger.h"
 #include "decider_predictor.h"
 #include "decider_state.h"
 #include "ipl_httpd.h"
@@ -74,10 +84,23 @@ typedef struct {
     double forgetting;         /* predictor's λ (0: its default, 0.995) */
     decider_oracle_fn *oracle; /* strategy "oracle": true cached tokens (NULL: use the index) */
     void *oracle_arg;
+    /* Added with the feedback loop and the server-owned ledger; zero keeps the behaviour
+     * noted. */
+    decider_ledger_t *ledger;   /* borrowed, outlives the router: the ledger to record routings
+                                   in and to read in-flight work and optimistic blocks from
+                                   (the server's, shared with decider_peers; made with
+                                   decider_ledger_new(optimistic_ttl_ms)). NULL: the router
+                                   keeps a private one */
+    uint64_t observe_window_ms; /* decider_router_remember keeps decisions this long (0: off) */
+    size_t observe_capacity;    /* ... at most this many at once (0: 65536) */
+    /* Added for simulations of many decisions (clustersim); false keeps the behaviour noted. */
+    bool terse; /* decide without writing explanations: candidates' notes and the decision's
+                   detail stay empty (reasons, figures and predictions are filled as ever) */
 } decider_router_config_t;
 
 /* Fills the defaults: ttft, 3000 tokens/s, 5 ms, 256 tokens, gate 4, TTL 2000, stale 5000,
- * base 0.04 s, temperature 0, max queue 0 (off), no oracle. */
+ * base 0.04 s, temperature 0, max queue 0 (off), no oracle, a private ledger, decisions
+ * remembered for observations 60 s, at most 65536. */
 void decider_router_config_defaults(decider_router_config_t *config);
 
 /* True when `name` is a strategy this router implements (decider_strategy_known). */
@@ -139,7 +162,8 @@ void decider_decision_clear(decider_decision_t *d); /* frees the candidate array
 
 typedef struct decider_router decider_router_t;
 
-/* The config is copied (strings must be literals or outlive the router). */
+/* The config is copied (strings must be literals or outlive the router; so must the ledger
+ * lent). */
 decider_router_t *decider_router_new(const decider_router_config_t *config);
 void decider_router_destroy(decider_router_t **self_p);
 
@@ -161,6 +185,41 @@ int decider_router_route_at(decider_router_t *self, const ipl_policy_t *policy,
  * code. Thread-safe. */
 int decider_router_observe(decider_router_t *self, const char *set,
                            const decider_features_t *features, double ttft_s);
+/* ---- calibration from live requests (OBSERVED) ---------------------------------------------- */
+
+/* What became of an OBSERVED (decider_router_feedback's result; counted). */
+typedef enum {
+    DECIDER_OBSERVED_LEARNED,    /* the predictor learned from it */
+    DECIDER_OBSERVED_OUTLIER,    /* the predictor's outlier guard rejected it */
+    DECIDER_OBSERVED_INVALID,    /* the predictor rejected it as malformed (not finite...) */
+    DECIDER_OBSERVED_FAILED,     /* no TTFT: status not 2xx, or no token arrived */
+    DECIDER_OBSERVED_UNSTREAMED, /* a whole non-streamed body of several tokens: not a TTFT */
+    DECIDER_OBSERVED_MISMATCH,   /* names another worker than the decision: not learned */
+    DECIDER_OBSERVED_UNKNOWN,    /* no decision remembered under (conn, req_id) */
+    DECIDER_OBSERVED_EXPIRED,    /* remembered longer ago than observe_window_ms */
+    DECIDER_OBSERVED_NRESULTS
+} decider_observed_result_t;
+
+const char *decider_observed_name(int result); /* "learned", ...; NULL out of range */
+
+/* Remembers routed decision `d` (its worker, worker set and features) under (conn, req_id)
+ * for observe_window_ms: `conn` names the connection that asked (a hash of the ROUTER
+ * identity), `mono_ms` is the monotonic clock. Returns 0 (remembered: the gateway may send an
+ * OBSERVED), IPL_E_INVAL (not a routed decision, or observations off), IPL_E_RANGE (too many
+ * distinct names) or IPL_E_NOMEM. Thread-safe. */
+int decider_router_remember(decider_router_t *self, uint64_t conn, uint64_t req_id,
+                            const decider_decision_t *d, uint64_t mono_ms);
+
+/* One OBSERVED from connection `conn` (remote input: anything is counted, nothing asserted):
+ * takes the decision remembered under (conn, obs->req_id) and, when the observation is a TTFT
+ * (2xx, ttft_s > 0, streamed or a single completion token) of the decided worker, feeds it to
+ * the predictor. Returns the decider_observed_result_t (also counted). Thread-safe. */
+int decider_router_feedback(decider_router_t *self, uint64_t conn, const ipl_observed_t *obs,
+                            uint64_t mono_ms);
+
+/* Copies the OBSERVED counters (since the router was created). Thread-safe. */
+void decider_router_observed(decider_router_t *self, uint64_t counts[DECIDER_OBSERVED_NRESULTS]);
+
 /* The predictor (borrowed, thread-safe), e.g. to set a worker set's network latency. */
 decider_predictor_t *decider_router_predictor(decider_router_t *self);
 
@@ -185,8 +244,9 @@ const char *decider_fallback_name(int reason); /* "stale", ...; NULL out of rang
 void decider_router_fallbacks(decider_router_t *self, uint64_t counts[DECIDER_FALLBACK_NREASONS]);
 
 /* Admin: registers GET /debug/model (the predictor's parameters and errors per worker set, the
- * router's settings, the fallback counters) on `httpd`, and the counter family
- * inferplane_decider_fallbacks_total{reason} on `metrics` (either may be NULL). The router
+ * router's settings, the fallback and OBSERVED counters, the decisions awaiting observation)
+ * on `httpd`, and the counter families inferplane_decider_fallbacks_total{reason} and
+ * inferplane_decider_observations_total{result} on `metrics` (either may be NULL). The router
  * must outlive both. */
 void decider_router_register_admin(decider_router_t *self, ipl_httpd_t *httpd,
                                    ipl_metrics_t *metrics);

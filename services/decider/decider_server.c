@@ -20,10 +20,12 @@
 #include <unistd.h>
 
 #include "decider_http.h"
+#include "decider_ledger.h"
 #include "decider_peers.h"
 #include "decider_sync.h"
 #include "ipl_clock.h"
 #include "ipl_error.h"
+#include "ipl_hash.h"
 #include "ipl_log.h"
 #include "ipl_policy_view.h"
 #include "ipl_signal.h"
@@ -33,11 +35,6 @@
 #define S_SETTLE_MS       100 // after the SUB connects, for its subscription to arrive
 #define S_MAX_ROUTE_FRAME (16u << 20)
 #define S_MAX_STATE_FRAME IPL_PROTO_MAX_FRAME
-
-static const char *const s_reasons[] = {"cache_hit",   "least_loaded", "load_gate", "load_only",
-                                        "random",      "no_pool",      "no_worker", "not_ready",
-                                        "bad_request", "overloaded"};
-#define S_NREASONS (sizeof s_reasons / sizeof s_reasons[0])
 
 struct decider_server {
     decider_server_config_t config; // strings borrowed from main
@@ -55,6 +52,7 @@ struct decider_server {
     uint64_t connected_ms;   // monotonic time it last connected
     ipl_policy_view_t *policy;
     decider_sync_t *sync;
+    decider_ledger_t *ledger; // lent to the router and the peers; destroyed after both
     decider_router_t *router;
     decider_peers_t *peers;
     ipl_tokenizer_t *tok;
@@ -63,7 +61,9 @@ struct decider_server {
     uint32_t wire_cap;
 
     ipl_metrics_t *metrics;
-    ipl_metric_t *m_decisions[S_NREASONS + 1]; // + "other"
+    const char *const *reasons; // decider_router_reasons()
+    size_t nreasons;
+    ipl_metric_t **m_decisions; // one per reason, + "other" (never expected)
     ipl_metric_t *m_latency;
     ipl_metric_t *m_resyncs[DECIDER_RESYNC_NREASONS];
     pthread_mutex_t collect_lock; // counters mirrored from stats at render time
@@ -85,9 +85,9 @@ static void s_drop(decider_server_t *self, const char *socket, const char *reaso
 static void s_count_decision(decider_server_t *self, const char *reason, double seconds)
 {
     size_t i = 0;
-    while (i < S_NREASONS && (!reason || strcmp(s_reasons[i], reason)))
+    while (i < self->nreasons && (!reason || strcmp(self->reasons[i], reason)))
         i++;
-    ipl_metric_inc(self->m_decisions[i]);
+    if (self->m_decisions) ipl_metric_inc(self->m_decisions[i]);
     if (seconds >= 0) ipl_metric_observe(self->m_latency, seconds);
 }
 
@@ -187,12 +187,20 @@ static void s_collect(void *arg, ipl_metrics_t *m)
                    memberships);
 }
 
-static void s_metrics_init(decider_server_t *self)
+// Every reason the router can give has its series (decider_router_reasons), so that a
+// strategy's reasons never hide under "other". 0, or IPL_E_NOMEM.
+static int s_metrics_init(decider_server_t *self)
 {
     ipl_metrics_t *m = self->metrics;
     char labels[64];
-    for (size_t i = 0; i <= S_NREASONS; i++) {
-        snprintf(labels, sizeof labels, "reason=\"%s\"", i < S_NREASONS ? s_reasons[i] : "other");
+    self->reasons = decider_router_reasons();
+    for (self->nreasons = 0; self->reasons[self->nreasons];)
+        self->nreasons++;
+    self->m_decisions = calloc(self->nreasons + 1, sizeof *self->m_decisions);
+    if (!self->m_decisions) return IPL_E_NOMEM;
+    for (size_t i = 0; i <= self->nreasons; i++) {
+        snprintf(labels, sizeof labels, "reason=\"%s\"",
+                 i < self->nreasons ? self->reasons[i] : "other");
         self->m_decisions[i] = ipl_metrics_counter(m, "inferplane_decider_decisions_total",
                                                    "Routing decisions by reason.", labels);
     }
@@ -209,6 +217,7 @@ static void s_metrics_init(decider_server_t *self)
                                                  labels);
     }
     ipl_metrics_on_collect(m, s_collect, self);
+    return IPL_OK;
 }
 
 // ---- deciding ---------------------------------------------------------------------------------
@@ -244,7 +253,7 @@ static int s_decide(decider_server_t *self, ipl_policy_snap_t *snap, const decid
 }
 
 static void s_reply(decider_server_t *self, void *raw, zmq_msg_t *identity, uint64_t req_id,
-                    const decider_decision_t *d)
+                    const decider_decision_t *d, bool observe)
 {
     if (d->ncands > self->wire_cap) {
         ipl_candidate_t *w = realloc(self->wire, d->ncands * sizeof *w);
@@ -269,6 +278,7 @@ static void s_reply(decider_server_t *self, void *raw, zmq_msg_t *identity, uint
         .state_seq = d->state_seq,
         .candidates = self->wire,
         .candidates_len = d->ncands,
+        .observe = observe,
     };
     if (zmq_send(raw, zmq_msg_data(identity), zmq_msg_size(identity), ZMQ_SNDMORE | ZMQ_DONTWAIT) <
         0)
@@ -278,7 +288,36 @@ static void s_reply(decider_server_t *self, void *raw, zmq_msg_t *identity, uint
         IPL_LOG_EVERY(10, IPL_LOG_WARN, "route_reply_failed", "reason=%s", ipl_strerror(rc));
 }
 
-// One message from the ROUTER: [identity, ROUTE_REQ].
+// The connection a ROUTER message came on, for decider_router_remember/_feedback: req_ids are
+// only unique per gateway, and a gateway reports on the connection it asked on.
+static uint64_t s_conn(zmq_msg_t *identity)
+{
+    return ipl_hash_bytes(zmq_msg_data(identity), zmq_msg_size(identity));
+}
+
+// A ROUTE_REQ: decide, remember the decision for its OBSERVED, answer.
+static void s_route_req(decider_server_t *self, void *raw, zmq_msg_t *identity,
+                        const ipl_route_req_t *rq)
+{
+    decider_request_t req = {
+        .model = rq->model ? rq->model : "",
+        .tenant = rq->tenant,
+        .strategy = rq->strategy,
+        .prompt_tokens = rq->prompt_tokens,
+        .block_size = rq->block_size,
+        .hashes = rq->hashes,
+        .nhashes = rq->hashes_len,
+    };
+    ipl_policy_snap_t *snap = ipl_policy_view_get(self->policy);
+    decider_decision_t *d = &self->decision;
+    bool observe = s_decide(self, snap, &req, d) == IPL_ROUTE_OK &&
+                   decider_router_remember(self->router, s_conn(identity), rq->req_id, d,
+                                           ipl_mono_ms()) == IPL_OK;
+    s_reply(self, raw, identity, rq->req_id, d, observe);
+    ipl_policy_view_release(self->policy, &snap);
+}
+
+// One message from the ROUTER: [identity, ROUTE_REQ] (answered) or [identity, OBSERVED].
 static void s_serve_route(decider_server_t *self)
 {
     void *raw = zsock_resolve(self->listen);
@@ -307,23 +346,13 @@ static void s_serve_route(decider_server_t *self)
         int rc = ipl_msg_decode(zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), &msg);
         if (rc != IPL_OK) {
             s_drop(self, "listen", ipl_strerror(rc));
-        } else if (msg.type != IPL_MSG_ROUTE_REQ) {
-            s_drop(self, "listen", "unexpected_type");
+        } else if (msg.type == IPL_MSG_ROUTE_REQ) {
+            s_route_req(self, raw, &parts[0], &msg.u.route_req);
+        } else if (msg.type == IPL_MSG_OBSERVED) {
+            decider_router_feedback(self->router, s_conn(&parts[0]), &msg.u.observed,
+                                    ipl_mono_ms());
         } else {
-            const ipl_route_req_t *rq = &msg.u.route_req;
-            decider_request_t req = {
-                .model = rq->model ? rq->model : "",
-                .tenant = rq->tenant,
-                .strategy = rq->strategy,
-                .prompt_tokens = rq->prompt_tokens,
-                .block_size = rq->block_size,
-                .hashes = rq->hashes,
-                .nhashes = rq->hashes_len,
-            };
-            ipl_policy_snap_t *snap = ipl_policy_view_get(self->policy);
-            s_decide(self, snap, &req, &self->decision);
-            s_reply(self, raw, &parts[0], rq->req_id, &self->decision);
-            ipl_policy_view_release(self->policy, &snap);
+            s_drop(self, "listen", "unexpected_type");
         }
         if (rc == IPL_OK) ipl_msg_clear(&msg);
     }
@@ -613,9 +642,19 @@ decider_server_t *decider_server_new(const decider_server_config_t *config, ipl_
     }
     self->listen = zsock_new(ZMQ_ROUTER);
     self->sync = decider_sync_new(config->max_buffered, config->snapshot_timeout_ms);
-    self->router = decider_router_new(&config->router);
-    self->tok = ipl_tokenizer_new_builtin();
-    if (!self->listen || !self->sync || !self->router || !self->tok) {
+    // One ledger, lent to the router (its decisions) and the peers (the other replicas').
+    self->ledger = decider_ledger_new(config->router.optimistic_ttl_ms);
+    decider_router_config_t rc = config->router;
+    rc.ledger = self->ledger;
+    self->router = self->ledger ? decider_router_new(&rc) : NULL;
+    char tok_err[512] = "";
+    self->tok = ipl_tokenizer_open(config->tokenizer, tok_err, sizeof tok_err);
+    if (!self->tok) {
+        snprintf(err, errlen, "--tokenizer: %s", tok_err);
+        decider_server_destroy(&self);
+        return NULL;
+    }
+    if (!self->listen || !self->sync || !self->router) {
         snprintf(err, errlen, "out of memory");
         decider_server_destroy(&self);
         return NULL;
@@ -637,14 +676,13 @@ decider_server_t *decider_server_new(const decider_server_config_t *config, ipl_
         decider_server_destroy(&self);
         return NULL;
     }
-    // Peer routings reach the router's ledger through decider_ledger_post_all (the process's
-    // ledgers), so the router needs no socket of its own.
     decider_peers_config_t pc = {.id = self->id,
                                  .pub = config->peer_pub,
                                  .peers = (const char *const *)self->peer_eps,
                                  .npeers = self->npeers,
                                  .on_drop = s_drop_peer,
-                                 .drop_arg = self};
+                                 .drop_arg = self,
+                                 .ledger = self->ledger};
     self->peers = decider_peers_new(&pc, err, errlen);
     if (!self->peers) {
         decider_server_destroy(&self);
@@ -659,7 +697,11 @@ decider_server_t *decider_server_new(const decider_server_config_t *config, ipl_
         decider_server_destroy(&self);
         return NULL;
     }
-    s_metrics_init(self);
+    if (s_metrics_init(self) != IPL_OK) {
+        snprintf(err, errlen, "out of memory");
+        decider_server_destroy(&self);
+        return NULL;
+    }
     return self;
 }
 
@@ -676,6 +718,7 @@ void decider_server_destroy(decider_server_t **self_p)
     decider_peers_destroy(&self->peers);
     decider_sync_destroy(&self->sync);
     decider_router_destroy(&self->router);
+    decider_ledger_destroy(&self->ledger); // after the two that borrow it
     ipl_tokenizer_destroy(&self->tok);
     decider_decision_clear(&self->decision);
     for (size_t i = 0; i < DECIDER_SERVER_MAX_AGGREGATORS; i++) {
@@ -685,6 +728,7 @@ void decider_server_destroy(decider_server_t **self_p)
     for (size_t i = 0; i < DECIDER_SERVER_MAX_PEERS; i++)
         free(self->peer_eps[i]);
     pthread_mutex_destroy(&self->collect_lock);
+    free(self->m_decisions);
     free(self->wire);
     free(self);
     *self_p = NULL;

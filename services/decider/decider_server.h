@@ -5,9 +5,16 @@
  *   aggregator i ROUTER ◄─DEALER (--state-snapshot[i])┤ decider_sync ──► replica (rwlock)
  *   policy service ──ipl_policy_view (own thread)────┤                        │
  *   gateways ──DEALER──► ROUTER (--listen) ──ROUTE_REQ──► decider_router ◄─┘──► ROUTE_REP
+ *            (same connection) ──OBSERVED──► decider_router_feedback ──► predictor
  *   HTTP POST /v1/route (admin server threads) ──────────► decider_router ──► JSON
  *   every routed decision ──ROUTED──► PUB (--peer-pub) ──► the other deciders
  *   the other deciders' PUBs ──► SUB (--peers) ──ROUTED──► decider_peers ──► ledger
+ *
+ * The server owns the one decider_ledger and lends it to the router (its own decisions) and
+ * to decider_peers (the other replicas'). A ROUTE_REQ's decision is remembered under the
+ * asking connection and req_id (decider_router_remember; the ROUTE_REP says observe = 1), so
+ * that the gateway's OBSERVED on that connection calibrates the predictor with the features
+ * the decision saw; HTTP decisions are not remembered (nobody reports on them).
  *
  * --state-sub and --state-snapshot list one endpoint per aggregator, paired by position: the
  * decider follows one and moves to the next when it goes silent (--state-silence-ms),
@@ -17,7 +24,7 @@
  * the deciding threads under a mutex); HTTP decisions run on the admin server's threads and
  * share the router (its mutex) and the replica (read lock).
  * Admin: /readyz (ready with a policy and a state snapshot; detail gives seq, lag and the
- * aggregator followed), /metrics, /debug/state, POST /v1/route.
+ * aggregator followed), /metrics, /debug/state, /debug/model, POST /v1/route.
  */
 #ifndef DECIDER_SERVER_H
 #define DECIDER_SERVER_H
@@ -35,7 +42,7 @@
 typedef struct {
     const char *listen, *policy_sub, *policy_req;
     const char *state_sub, *state_snapshot; /* comma-separated, one per aggregator, paired */
-    decider_router_config_t router;
+    decider_router_config_t router; /* its ledger is ignored: the server makes the one ledger */
     uint64_t snapshot_timeout_ms; /* a snapshot with no progress this long is re-requested
                                      (from the next aggregator when there are several) */
     uint64_t silence_ms;          /* aggregator silent this long: follow the next (0: never) */
@@ -43,6 +50,7 @@ typedef struct {
     const char *id;               /* this decider's id in ROUTED; NULL or "": hostname-pid */
     const char *peer_pub;         /* endpoint to bind the ROUTED PUB on; NULL or "": none */
     const char *peers;            /* comma-separated other deciders' --peer-pub; NULL: none */
+    const char *tokenizer;        /* for /v1/route prompts: "builtin", tokenizer.json or dir */
 } decider_server_config_t;
 
 typedef struct decider_server decider_server_t;

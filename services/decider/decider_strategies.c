@@ -24,6 +24,17 @@
 // in engine steps (~10-30 ms) and the model is no more precise than that.
 #define S_TIE_BAND_S   0.010
 #define S_TIE_BAND_REL 0.05
+// ttft: weight of the candidate's own prefill time in the cost (s_pick_ttft): the time it
+// holds the worker for the requests behind it.
+#define S_TTFT_WORK_WEIGHT 1.0
+// ttft: how much wider the tie band is for a prefix no worker holds, × its prefill time.
+#define S_TTFT_PLACEMENT_BAND 0.0
+// Prefill backlog: routings remembered one by one per worker (more are merged into the newest).
+#define S_BACKLOG_FIFO 64
+// Pending prefixes keep at most this many blocks of a prompt (16k tokens of 16).
+#define S_PENDING_MAX_BLOCKS 1024
+// decider_memory_recent: time constant of the decay of routed requests.
+#define S_RECENT_TAU_S 60.0
 
 // SGLang router cache_aware defaults as its CLI sets them (router_args.py): cache_threshold
 // 0.3, balance_abs_threshold 64, balance_rel_threshold 1.5, eviction_interval_secs 60,
@@ -149,6 +160,8 @@ void decider_pick_win(decider_pick_t *ctx, int winner, const char *reason, const
     out->reason = reason;
     out->status = IPL_ROUTE_OK;
     out->cands[winner].c.eligible = true;
+    out->detail[0] = '\0';
+    if (ctx->config->terse) return;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(out->detail, sizeof out->detail, fmt, ap);
@@ -203,9 +216,10 @@ static int s_cmp_double(double a, double b)
     return a < b - S_TIE_EPSILON ? -1 : a > b + S_TIE_EPSILON ? 1 : 0;
 }
 
+// ttft and oracle: by cost (score), then the shorter queue.
 static int s_cmp_ttft(const decider_candidate_t *a, const decider_candidate_t *b)
 {
-    int o = s_cmp_double(a->c.predicted_ttft_s, b->c.predicted_ttft_s);
+    int o = s_cmp_double(a->score, b->score);
     return o ? o : (a->queue > b->queue) - (a->queue < b->queue);
 }
 
@@ -243,34 +257,41 @@ static int s_runner_up(const decider_decision_t *out, int w, s_cmp_fn *cmp)
 
 // ---- ttft (ours) and oracle -------------------------------------------------------------------
 
-// Writes the prediction, by part, into the candidate's note.
+// Whether this decision writes explanations (notes, detail): not when the router is terse.
+static bool s_explain(const decider_pick_t *ctx)
+{
+    return !ctx->config->terse;
+}
+
+// Writes the prediction, by part, and the cost into the candidate's note.
 static void s_note_prediction(decider_candidate_t *c)
 {
     const decider_terms_t *t = &c->terms;
     char network[48] = "";
     if (t->network_s > 0) snprintf(network, sizeof network, " + %.1f network", s_ms(t->network_s));
-    decider_candidate_note(c, "%.1f ms = %.1f base + %.1f wait + %.1f prefill (%.0f tok)%s",
+    decider_candidate_note(c,
+                           "%.1f ms = %.1f base + %.1f wait + %.1f prefill (%.0f tok)%s; cost "
+                           "%.1f ms (+%.1f ms its prefill holds the worker)",
                            s_ms(t->total_s), s_ms(t->base_s), s_ms(t->wait_s), s_ms(t->prefill_s),
-                           c->x.uncached_tokens, network);
+                           c->x.uncached_tokens, network, s_ms(c->score),
+                           s_ms(c->score - t->total_s));
 }
 
-// Softmax sampling over −ttft/T among the eligible (Dynamo's --router-temperature does the same
+// Softmax sampling over −cost/T among the eligible (Dynamo's --router-temperature does the same
 // over normalised costs). Returns the drawn index and its probability.
 static int s_sample(decider_pick_t *ctx, double temperature_s, double *probability)
 {
     decider_decision_t *out = ctx->out;
     double lo = INFINITY, total = 0;
     for (uint32_t i = 0; i < out->ncands; i++)
-        if (out->cands[i].c.eligible && out->cands[i].c.predicted_ttft_s < lo)
-            lo = out->cands[i].c.predicted_ttft_s;
+        if (out->cands[i].c.eligible && out->cands[i].score < lo) lo = out->cands[i].score;
     for (uint32_t i = 0; i < out->ncands; i++)
-        if (out->cands[i].c.eligible)
-            total += exp(-(out->cands[i].c.predicted_ttft_s - lo) / temperature_s);
+        if (out->cands[i].c.eligible) total += exp(-(out->cands[i].score - lo) / temperature_s);
     double u = decider_pick_uniform(ctx) * total;
     int last = -1;
     for (uint32_t i = 0; i < out->ncands; i++) {
         if (!out->cands[i].c.eligible) continue;
-        double p = exp(-(out->cands[i].c.predicted_ttft_s - lo) / temperature_s);
+        double p = exp(-(out->cands[i].score - lo) / temperature_s);
         last = (int)i;
         *probability = p / total;
         if (u < p) break;
@@ -279,36 +300,62 @@ static int s_sample(decider_pick_t *ctx, double temperature_s, double *probabili
     return last;
 }
 
-// Predictions this close count as equal (the model is not more precise than that).
+// Costs this close count as equal (the model is not more precise than that).
 static double s_tie_band(double best_s)
 {
     return fmax(S_TIE_BAND_S, S_TIE_BAND_REL * best_s);
 }
 
-/* The minimum predicted TTFT among the eligible; among the candidates within the tie band of
- * it, the one holding the most of the prompt (the least prefill work for the cluster: a burst
- * of one prefix stays together), then the shortest queue, then at random. -1 if none. */
+// The requests routed to candidate c lately (decider_memory_recent), 0 without memory.
+static double s_recent(decider_pick_t *ctx, const decider_candidate_t *c)
+{
+    return ctx->memory ? decider_memory_recent(ctx->memory->owner, c->ledger_id, ctx->mono_ms) : 0;
+}
+
+/* The minimum cost among the eligible; among the candidates within the tie band of it, the one
+ * holding the most of the prompt (the least prefill work for the cluster: a burst of one
+ * prefix stays together), then the one routed the fewest requests lately (a new prefix goes
+ * where it will compete with the least traffic: the routings of the last minute are the
+ * prefixes a worker attracts), then the shortest queue, then at random. -1 if none. */
 static int s_best_ttft(decider_pick_t *ctx)
 {
     decider_decision_t *out = ctx->out;
-    double lo = INFINITY;
+    double lo = INFINITY, lo_ttft = 0; // the minimum cost, and that candidate's prediction
     for (uint32_t i = 0; i < out->ncands; i++)
-        if (out->cands[i].c.eligible && out->cands[i].c.predicted_ttft_s < lo)
-            lo = out->cands[i].c.predicted_ttft_s;
-    double band = lo + s_tie_band(lo);
-    int best = -1;
-    uint32_t ties = 0;
+        if (out->cands[i].c.eligible && out->cands[i].score < lo) {
+            lo = out->cands[i].score;
+            lo_ttft = out->cands[i].c.predicted_ttft_s;
+        }
+    double band = lo + s_tie_band(lo_ttft);
+    // A placement (no candidate within the band holds any of the prompt): the prefix's later
+    // requests will follow it, so the band widens by S_TTFT_PLACEMENT_BAND × the prompt's
+    // prefill and the worker routed the fewest requests lately among those wins.
+    bool placement = true;
+    double prefill = INFINITY;
     for (uint32_t i = 0; i < out->ncands; i++) {
         const decider_candidate_t *c = &out->cands[i];
-        if (!c->c.eligible || c->c.predicted_ttft_s > band) continue;
+        if (!c->c.eligible) continue;
+        if (c->score <= band && c->c.cached_tokens > 0) placement = false;
+        if (c->terms.prefill_s < prefill) prefill = c->terms.prefill_s;
+    }
+    if (placement && isfinite(prefill)) band += S_TTFT_PLACEMENT_BAND * prefill;
+    int best = -1;
+    uint32_t ties = 0;
+    double best_recent = 0;
+    for (uint32_t i = 0; i < out->ncands; i++) {
+        const decider_candidate_t *c = &out->cands[i];
+        if (!c->c.eligible || c->score > band) continue;
         const decider_candidate_t *b = best >= 0 ? &out->cands[best] : NULL;
+        double recent = s_recent(ctx, c);
         int order = !b ? -1
                     : c->c.cached_tokens != b->c.cached_tokens
                         ? (c->c.cached_tokens > b->c.cached_tokens ? -1 : 1)
-                    : c->queue != b->queue ? (c->queue < b->queue ? -1 : 1)
-                                           : 0;
+                    : s_cmp_double(recent, best_recent) ? s_cmp_double(recent, best_recent)
+                    : c->queue != b->queue              ? (c->queue < b->queue ? -1 : 1)
+                                                        : 0;
         if (order < 0) {
             best = (int)i;
+            best_recent = recent;
             ties = 1;
         } else if (order == 0 && decider_pick_random(ctx, ++ties) == 0) {
             best = (int)i;
@@ -317,59 +364,38 @@ static int s_best_ttft(decider_pick_t *ctx)
     return best;
 }
 
-/*
- * ttft (ours). Every healthy candidate's predicted TTFT is already computed (decider_router).
- * Load gate: a candidate whose queue exceeds the least loaded one's by more than load_gate is
- * not eligible, so a hot prefix never piles every request onto one worker (the same purpose as
- * SGLang's balance thresholds and llm-d's TTFT penalty gate, PEERS.md §6.2). Then the minimum
- * predicted TTFT wins — predictions within max(10 ms, 5 %) of it count as equal (below the
- * engine's step and the model's precision), and among those the one holding the most of the
- * prompt wins (the least prefill work for the cluster: a burst of one prefix stays together
- * instead of being computed on every worker), then the shorter queue, then at random — or,
- * with temperature T > 0
- * a candidate drawn with probability ∝ exp(−ttft/T), for exploration.
- */
-static void s_pick_ttft(decider_pick_t *ctx)
+// Why the winner beat the runner-up, for the detail ("; next best ...").
+static void s_ttft_next(decider_pick_t *ctx, int w, char *next, size_t size)
 {
     decider_decision_t *out = ctx->out;
-    uint64_t gate = ctx->config->load_gate;
-    uint64_t least = UINT64_MAX;
-    for (uint32_t i = 0; i < out->ncands; i++)
-        if (out->cands[i].healthy && out->cands[i].queue < least) least = out->cands[i].queue;
-    int ungated = -1; // the best prediction before the gate: did the gate change the outcome?
-    for (uint32_t i = 0; i < out->ncands; i++) {
-        decider_candidate_t *c = &out->cands[i];
-        if (!c->healthy) continue;
-        if (ungated < 0 || s_cmp_ttft(c, &out->cands[ungated]) < 0) ungated = (int)i;
-        c->score = c->c.predicted_ttft_s;
-        s_note_prediction(c);
-        c->c.eligible = c->queue <= least + gate;
-        if (!c->c.eligible)
-            decider_candidate_note(c, "load gate: queue %llu > least loaded %llu + %llu",
-                                   (unsigned long long)c->queue, (unsigned long long)least,
-                                   (unsigned long long)gate);
-    }
-    int best = s_best_ttft(ctx);
-    int w = best;
-    double probability = 1;
-    double temperature = ctx->config->temperature_s;
-    if (temperature > 0) w = s_sample(ctx, temperature, &probability);
     const decider_candidate_t *win = &out->cands[w];
     int runner = s_runner_up(out, w, s_cmp_ttft);
-    char next[192] = "";
-    if (runner >= 0) {
-        const decider_candidate_t *r = &out->cands[runner];
-        double margin = r->c.predicted_ttft_s - win->c.predicted_ttft_s;
-        const char *tie = "";
-        if (margin <= s_tie_band(win->c.predicted_ttft_s))
-            tie = r->c.cached_tokens < win->c.cached_tokens ? ", as fast: chose the one holding "
-                                                              "more of the prompt (less work)"
-                  : r->queue > win->queue                   ? ", as fast: chose the shorter queue"
-                                                            : ", a tie broken at random";
-        snprintf(next, sizeof next, "; next best %s %.1f ms (%+.1f ms)%s", r->c.worker,
-                 s_ms(r->c.predicted_ttft_s), s_ms(margin), tie);
-    }
+    if (runner < 0) return;
+    const decider_candidate_t *r = &out->cands[runner];
+    double margin = r->score - win->score;
+    const char *tie = "";
+    if (margin <= s_tie_band(win->score))
+        tie = r->c.cached_tokens < win->c.cached_tokens ? ", as cheap: chose the one holding "
+                                                          "more of the prompt (less work)"
+              : s_recent(ctx, r) > s_recent(ctx, win)   ? ", as cheap: chose the one routed "
+                                                          "fewer requests lately"
+              : r->queue > win->queue                   ? ", as cheap: chose the shorter queue"
+                                                        : ", a tie broken at random";
+    snprintf(next, size, "; next best %s %.1f ms (cost %.1f ms, %+.1f ms)%s", r->c.worker,
+             s_ms(r->c.predicted_ttft_s), s_ms(r->score), s_ms(margin), tie);
+}
+
+// The detail of a ttft decision for winner w (best: the minimum cost; ungated: the best before
+// the load gate; least: the least loaded queue).
+static void s_ttft_explain(decider_pick_t *ctx, int w, int best, int ungated, uint64_t least,
+                           double temperature, double probability)
+{
+    decider_decision_t *out = ctx->out;
+    const decider_candidate_t *win = &out->cands[w];
     const decider_candidate_t *top = &out->cands[ungated];
+    uint64_t gate = ctx->config->load_gate;
+    char next[192] = "";
+    s_ttft_next(ctx, w, next, sizeof next);
     if (w != best && s_cmp_ttft(win, &out->cands[best]) != 0) {
         decider_pick_win(ctx, w, "explore",
                          "explored at temperature %.3f s: %s drawn with probability %.2f "
@@ -407,6 +433,155 @@ static void s_pick_ttft(decider_pick_t *ctx)
                          win->c.worker, (unsigned long long)win->queue,
                          (unsigned long long)win->c.running, s_ms(win->c.predicted_ttft_s), next);
     }
+}
+
+// The reason of a ttft decision without its detail (terse routers): as s_ttft_explain decides.
+static void s_ttft_reason(decider_pick_t *ctx, int w, int best, int ungated)
+{
+    decider_decision_t *out = ctx->out;
+    const decider_candidate_t *win = &out->cands[w], *top = &out->cands[ungated];
+    const char *reason = w != best && s_cmp_ttft(win, &out->cands[best]) != 0 ? "explore"
+                         : !top->c.eligible && top->c.cached_tokens > win->c.cached_tokens
+                             ? "load_gate"
+                         : win->c.cached_tokens > 0 ? "cache_hit"
+                         : !win->cache_used         ? "load_only"
+                                                    : "least_loaded";
+    decider_pick_win(ctx, w, reason, "%s", "");
+}
+
+// The part of c's queue the load gate weighs: the requests beyond those this router knows are
+// queued there — its backlog for c but the first, which is being prefilled (running, not
+// queued): prefill work it routed there and accounts for token by token (decider_pick.h).
+// Those the cost prices already; gating on them would only force the prefix to be computed
+// again elsewhere (and at load, each duplicate lengthens another queue: SGLang's "death
+// spiral", PEERS.md §6.2). The gate is for load the prediction only knows by count.
+static uint64_t s_gated_queue(decider_pick_t *ctx, const decider_candidate_t *c)
+{
+    uint64_t own = ctx->memory ? (uint64_t)decider_memory_backlog_requests(
+                                     ctx->memory->owner, c->ledger_id, ctx->mono_ms)
+                               : 0;
+    uint64_t known = own ? own - 1 : 0;
+    return c->queue > known ? c->queue - known : 0;
+}
+
+// How many requests c's prefill for this one holds up: the request itself
+// (S_TTFT_WORK_WEIGHT) and those reaching c until it is done, at the rate c was routed
+// requests lately (decider_memory_recent over its time constant).
+static double s_work_weight(decider_pick_t *ctx, const decider_candidate_t *c)
+{
+    return S_TTFT_WORK_WEIGHT + s_recent(ctx, c) / S_RECENT_TAU_S * c->c.predicted_ttft_s;
+}
+
+// Pending prefixes (decider_pick.h): a candidate gets the blocks routed to it that it has not
+// computed yet, and its prediction is redone with its own prefill shortened to match.
+static void s_apply_pending(decider_pick_t *ctx, bool explain)
+{
+    decider_decision_t *out = ctx->out;
+    const decider_request_t *req = ctx->req;
+    uint64_t bs = ctx->block_size;
+    if (!ctx->memory || !req->nhashes || !bs || !ctx->config->optimistic_ttl_ms ||
+        (req->block_size && req->block_size != bs))
+        return;
+    for (uint32_t i = 0; i < out->ncands; i++) {
+        decider_candidate_t *c = &out->cands[i];
+        if (!c->healthy || !c->cache_used) continue;
+        size_t held = (size_t)(c->c.cached_tokens / bs);
+        size_t m = decider_memory_pending_match(ctx->memory->owner, c->ledger_id, req->hashes,
+                                                req->nhashes, held, ctx->mono_ms);
+        uint64_t cached =
+            (uint64_t)m * bs < ctx->prompt_tokens ? (uint64_t)m * bs : ctx->prompt_tokens;
+        if (cached <= c->c.cached_tokens) continue;
+        decider_terms_t *t = &c->terms;
+        double per_token = c->x.uncached_tokens > 0 ? t->prefill_s / c->x.uncached_tokens : 0;
+        c->c.cached_tokens = cached;
+        c->x.uncached_tokens = (double)(ctx->prompt_tokens - cached);
+        t->prefill_s = per_token * c->x.uncached_tokens;
+        t->total_s = t->base_s + t->wait_s + t->prefill_s + t->network_s;
+        if (!(t->total_s > 0)) t->total_s = 0;
+        c->c.predicted_ttft_s = t->total_s;
+        if (explain)
+            decider_candidate_note(c, "%zu blocks pending (routed here, not computed yet)",
+                                   m - held);
+    }
+}
+
+// Remembers the blocks the winner has to compute as pending until its prefill should be done
+// and its KV events arrived (decider_pick.h).
+static void s_remember_pending(decider_pick_t *ctx, const decider_candidate_t *win)
+{
+    const decider_request_t *req = ctx->req;
+    uint64_t bs = ctx->block_size;
+    if (!ctx->memory || !req->nhashes || !bs || !ctx->config->optimistic_ttl_ms ||
+        (req->block_size && req->block_size != bs) || !win->cache_used)
+        return;
+    uint64_t until = ctx->mono_ms + (uint64_t)llround(win->c.predicted_ttft_s * 1000.0) +
+                     ctx->config->optimistic_ttl_ms;
+    decider_memory_pending_add(ctx->memory->owner, win->ledger_id, req->hashes,
+                               (size_t)(win->c.cached_tokens / bs), req->nhashes, until);
+}
+
+/*
+ * ttft (ours). Every healthy candidate's predicted TTFT is already computed (decider_router).
+ * Load gate: a candidate whose queue exceeds the least loaded one's by more than load_gate is
+ * not eligible, so a hot prefix never piles every request onto one worker (the same purpose as
+ * SGLang's balance thresholds and llm-d's TTFT penalty gate, PEERS.md §6.2) — counting only
+ * the requests beyond those still in this router's backlog for it (s_gated_queue): those the
+ * cost prices token by token.
+ *
+ * Then the minimum cost wins, where
+ *
+ *   cost(W) = predicted TTFT on W + S_TTFT_WORK_WEIGHT × W's prefill time for this request
+ *
+ * The second term is what the request's own TTFT leaves out: while W prefills the uncached
+ * part, every request behind it on W waits (vLLM prefills up to max_num_batched_tokens per
+ * step; an 8k-token miss holds an L40S for ~2.8 s), and a prefix computed again on a second
+ * worker evicts another one there. So a request waits for the worker holding its prefix unless
+ * that wait exceeds the miss elsewhere by the miss's own prefill time: a hot prefix is
+ * replicated when its holder's queue is worth it, not because the holder is briefly busy. It
+ * is the same for every candidate when nothing is cached (no shared prefix: pure load
+ * balancing by predicted wait).
+ *
+ * Costs within max(10 ms, 5 %) of the minimum count as equal (below the engine's step and the
+ * model's precision), and among those the one holding the most of the prompt wins, then the
+ * one routed the fewest requests in the last minute, then the shorter queue, then at random
+ * (s_best_ttft) — or, with temperature T > 0, a candidate drawn with probability
+ * ∝ exp(−cost/T), for exploration.
+ */
+static void s_pick_ttft(decider_pick_t *ctx)
+{
+    decider_decision_t *out = ctx->out;
+    bool explain = s_explain(ctx);
+    uint64_t gate = ctx->config->load_gate;
+    uint64_t least = UINT64_MAX;
+    for (uint32_t i = 0; i < out->ncands; i++)
+        if (out->cands[i].healthy && out->cands[i].queue < least) least = out->cands[i].queue;
+    s_apply_pending(ctx, explain);
+    int ungated = -1; // the best cost before the gate: did the gate change the outcome?
+    for (uint32_t i = 0; i < out->ncands; i++) {
+        decider_candidate_t *c = &out->cands[i];
+        if (!c->healthy) continue;
+        c->score = c->c.predicted_ttft_s + s_work_weight(ctx, c) * c->terms.prefill_s;
+        if (ungated < 0 || s_cmp_ttft(c, &out->cands[ungated]) < 0) ungated = (int)i;
+        uint64_t gated = s_gated_queue(ctx, c);
+        c->c.eligible = gated <= least + gate;
+        if (!explain) continue;
+        s_note_prediction(c);
+        if (!c->c.eligible)
+            decider_candidate_note(c, "load gate: queue %llu%s > least loaded %llu + %llu",
+                                   (unsigned long long)gated,
+                                   gated < c->queue ? " beyond this decider's backlog" : "",
+                                   (unsigned long long)least, (unsigned long long)gate);
+    }
+    int best = s_best_ttft(ctx);
+    int w = best;
+    double probability = 1;
+    double temperature = ctx->config->temperature_s;
+    if (temperature > 0) w = s_sample(ctx, temperature, &probability);
+    s_remember_pending(ctx, &out->cands[w]);
+    if (explain)
+        s_ttft_explain(ctx, w, best, ungated, least, temperature, probability);
+    else
+        s_ttft_reason(ctx, w, best, ungated);
 }
 
 // ---- load-only baselines ----------------------------------------------------------------------
@@ -498,8 +673,9 @@ static void s_pick_gie(decider_pick_t *ctx)
         double blocks = ctx->block_size ? (double)(c->c.cached_tokens / ctx->block_size) : 0;
         double p = nblocks ? fmin(blocks / (double)nblocks, 1.0) : 0.0;
         c->score = S_GIE_QUEUE_WEIGHT * q + S_GIE_KV_WEIGHT * kv + S_GIE_PREFIX_WEIGHT * p;
-        decider_candidate_note(c, "score %.3f = 2 x %.3f queue + 2 x %.3f kv + 3 x %.3f prefix",
-                               c->score, q, kv, p);
+        if (s_explain(ctx))
+            decider_candidate_note(c, "score %.3f = 2 x %.3f queue + 2 x %.3f kv + 3 x %.3f prefix",
+                                   c->score, q, kv, p);
     }
     int w = s_best(ctx, s_cmp_score_desc);
     int r = s_runner_up(out, w, s_cmp_score_desc);
@@ -541,8 +717,9 @@ static void s_pick_dynamo(decider_pick_t *ctx)
         double active = c->c.kv_usage * (double)c->num_blocks + c->inflight_tokens / bs;
         double decode = active + prefill;
         c->score = S_DYNAMO_OVERLAP_WEIGHT * prefill + decode;
-        decider_candidate_note(c, "cost %.1f = 1.0 x %.1f prefill + %.1f decode blocks", c->score,
-                               prefill, decode);
+        if (s_explain(ctx))
+            decider_candidate_note(c, "cost %.1f = 1.0 x %.1f prefill + %.1f decode blocks",
+                                   c->score, prefill, decode);
     }
     int w = s_best(ctx, s_cmp_score_asc);
     int r = s_runner_up(out, w, s_cmp_score_asc);
@@ -638,9 +815,10 @@ static void s_pick_sglang(decider_pick_t *ctx)
         decider_candidate_t *c = &out->cands[i];
         if (!c->healthy) continue;
         if (prefix[i] > best_match) best_match = prefix[i];
-        decider_candidate_note(c, "load %llu, tree match %u/%zu blocks, tree %zu blocks",
-                               (unsigned long long)s_load(c), prefix[i], nblocks,
-                               h && ids[i] >= 0 ? decider_history_worker_blocks(h, ids[i]) : 0);
+        if (s_explain(ctx))
+            decider_candidate_note(c, "load %llu, tree match %u/%zu blocks, tree %zu blocks",
+                                   (unsigned long long)s_load(c), prefix[i], nblocks,
+                                   h && ids[i] >= 0 ? decider_history_worker_blocks(h, ids[i]) : 0);
     }
     double rate = nblocks ? (double)best_match / (double)nblocks : 0;
     enum {
@@ -712,8 +890,9 @@ static void s_pick_prefix_hash(decider_pick_t *ctx)
         n += c->c.eligible;
         if (!c->healthy) continue;
         c->score = (double)prefix[i];
-        decider_candidate_note(c, "trie match %u blocks%s", prefix[i],
-                               c->c.eligible ? "" : " (shorter than the longest)");
+        if (s_explain(ctx))
+            decider_candidate_note(c, "trie match %u blocks%s", prefix[i],
+                                   c->c.eligible ? "" : " (shorter than the longest)");
     }
     uint32_t k = decider_pick_random(ctx, n);
     int w = -1;
@@ -741,11 +920,33 @@ typedef struct {
     decider_pool_memory_t m;
 } s_pool_entry_t;
 
+typedef struct {
+    double tokens;               // left at t_ms
+    double tokens_per_s;         // drain speed (the last decider_memory_backlog's)
+    double part[S_BACKLOG_FIFO]; // the routings' tokens left, FIFO from `head` (`n` of them)
+    uint32_t head, n;
+    double recent; // routings, decayed with S_RECENT_TAU_S, at t_ms
+    uint64_t t_ms;
+} s_backlog_t;
+
+typedef struct {
+    uint64_t until_ms;
+    uint32_t start, n, cap; // hashes[0 .. n) are the prompt's blocks start .. start + n
+    uint64_t *hashes;
+} s_pending_t;
+
+typedef struct {
+    s_pending_t e[DECIDER_MEMORY_PENDING];
+    uint32_t next;
+} s_pending_ring_t;
+
 struct decider_memory {
     s_pool_entry_t pools[DECIDER_MEMORY_MAX_POOLS];
     size_t npools;
     uint64_t tick;
     uint32_t scratch[IPL_INDEX_MAX_WORKERS];
+    s_backlog_t backlog[IPL_INDEX_MAX_WORKERS];
+    s_pending_ring_t *pending[IPL_INDEX_MAX_WORKERS]; // created on first use
 };
 
 decider_memory_t *decider_memory_new(void)
@@ -764,6 +965,12 @@ static void s_entry_clear(s_pool_entry_t *e)
 void decider_memory_destroy(decider_memory_t **self_p)
 {
     if (!self_p || !*self_p) return;
+    for (size_t w = 0; w < IPL_INDEX_MAX_WORKERS; w++) {
+        s_pending_ring_t *r = (*self_p)->pending[w];
+        for (size_t i = 0; r && i < DECIDER_MEMORY_PENDING; i++)
+            free(r->e[i].hashes);
+        free(r);
+    }
     for (size_t i = 0; i < (*self_p)->npools; i++)
         s_entry_clear(&(*self_p)->pools[i]);
     free(*self_p);
@@ -791,5 +998,111 @@ decider_pool_memory_t *decider_memory_pool(decider_memory_t *self, const char *n
     }
     e->used = self->tick;
     e->m.scratch = self->scratch;
+    e->m.owner = self;
     return &e->m;
+}
+
+// ---- prefill backlog --------------------------------------------------------------------------
+
+static s_backlog_t *s_backlog_drained(decider_memory_t *self, int worker, uint64_t mono_ms)
+{
+    if (worker < 0 || worker >= IPL_INDEX_MAX_WORKERS) return NULL;
+    s_backlog_t *b = &self->backlog[worker];
+    if (mono_ms > b->t_ms) {
+        double dt = (double)(mono_ms - b->t_ms) / 1000.0;
+        double budget = dt * b->tokens_per_s; // prefilled since t_ms, first come first served
+        b->tokens = fmax(0.0, b->tokens - budget);
+        while (b->n && budget > 0) {
+            double *head = &b->part[b->head];
+            double used = fmin(*head, budget);
+            *head -= used;
+            budget -= used;
+            if (*head > 0) break;
+            b->head = (b->head + 1) % S_BACKLOG_FIFO;
+            b->n--;
+        }
+        b->recent *= exp(-dt / S_RECENT_TAU_S);
+        b->t_ms = mono_ms;
+    }
+    return b;
+}
+
+double decider_memory_backlog(decider_memory_t *self, int worker, uint64_t mono_ms,
+                              double tokens_per_s)
+{
+    s_backlog_t *b = s_backlog_drained(self, worker, mono_ms);
+    if (!b) return 0;
+    if (tokens_per_s > 0) b->tokens_per_s = tokens_per_s;
+    return b->tokens;
+}
+
+void decider_memory_backlog_add(decider_memory_t *self, int worker, double tokens, uint64_t mono_ms)
+{
+    s_backlog_t *b = s_backlog_drained(self, worker, mono_ms);
+    if (!b) return;
+    if (tokens > 0) {
+        b->tokens += tokens;
+        if (b->n == S_BACKLOG_FIFO) { // full: the newest entry takes it (counted once)
+            b->part[(b->head + b->n - 1) % S_BACKLOG_FIFO] += tokens;
+        } else {
+            b->part[(b->head + b->n) % S_BACKLOG_FIFO] = tokens;
+            b->n++;
+        }
+    }
+    b->recent += 1;
+}
+
+double decider_memory_backlog_requests(decider_memory_t *self, int worker, uint64_t mono_ms)
+{
+    s_backlog_t *b = s_backlog_drained(self, worker, mono_ms);
+    return b ? (double)b->n : 0;
+}
+
+double decider_memory_recent(decider_memory_t *self, int worker, uint64_t mono_ms)
+{
+    s_backlog_t *b = s_backlog_drained(self, worker, mono_ms);
+    return b ? b->recent : 0;
+}
+
+// ---- pending prefixes -------------------------------------------------------------------------
+
+void decider_memory_pending_add(decider_memory_t *self, int worker, const uint64_t *hashes,
+                                size_t start, size_t n, uint64_t until_ms)
+{
+    if (worker < 0 || worker >= IPL_INDEX_MAX_WORKERS || start >= n) return;
+    n = n - start < S_PENDING_MAX_BLOCKS ? n : start + S_PENDING_MAX_BLOCKS;
+    s_pending_ring_t *r = self->pending[worker];
+    if (!r && !(r = self->pending[worker] = calloc(1, sizeof *r))) return;
+    s_pending_t *e = &r->e[r->next];
+    if (e->cap < n - start) {
+        uint64_t *h = realloc(e->hashes, (n - start) * sizeof *h);
+        if (!h) return; // not remembered: the next routing of the prefix may scatter
+        e->hashes = h;
+        e->cap = (uint32_t)(n - start);
+    }
+    memcpy(e->hashes, hashes + start, (n - start) * sizeof *hashes);
+    e->start = (uint32_t)start;
+    e->n = (uint32_t)(n - start);
+    e->until_ms = until_ms;
+    r->next = (r->next + 1) % DECIDER_MEMORY_PENDING;
+}
+
+size_t decider_memory_pending_match(decider_memory_t *self, int worker, const uint64_t *hashes,
+                                    size_t n, size_t held, uint64_t mono_ms)
+{
+    if (worker < 0 || worker >= IPL_INDEX_MAX_WORKERS || !self->pending[worker]) return held;
+    const s_pending_ring_t *r = self->pending[worker];
+    size_t best = held;
+    for (size_t i = 0; i < DECIDER_MEMORY_PENDING; i++) {
+        const s_pending_t *e = &r->e[i];
+        // Chained hashes: equal blocks at `start` mean equal prompts up to there.
+        if (e->until_ms <= mono_ms || !e->n || e->start > held || e->start >= n ||
+            hashes[e->start] != e->hashes[0])
+            continue;
+        size_t k = 1;
+        while (k < e->n && e->start + k < n && hashes[e->start + k] == e->hashes[k])
+            k++;
+        if (e->start + k > best) best = e->start + k;
+    }
+    return best;
 }

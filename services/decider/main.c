@@ -15,7 +15,8 @@ int main(int argc, char **argv)
     decider_server_config_t cfg = {0};
     decider_router_config_defaults(&cfg.router);
     char *listen = NULL, *state_sub = NULL, *state_snapshot = NULL, *policy_sub = NULL,
-         *policy_req = NULL, *strategy = NULL, *id = NULL, *peer_pub = NULL, *peers = NULL;
+         *policy_req = NULL, *strategy = NULL, *id = NULL, *peer_pub = NULL, *peers = NULL,
+         *tokenizer = NULL;
     double prefill_tps = 0, running_cost_ms = 0;
     double base_ms = 0, temperature_s = 0; /* predictor prior, ttft exploration */
     int64_t max_queue = 0;
@@ -25,7 +26,7 @@ int main(int argc, char **argv)
     snprintf(strategy_bad, sizeof strategy_bad, "--strategy must be one of: %s",
              decider_router_strategies());
     int64_t load_gate = 0, ttl_ms = 0, stale_ms = 0, seed = 0, snapshot_timeout_ms = 0,
-            silence_ms = 0;
+            silence_ms = 0, observe_window_ms = 0;
 
     ipl_service_t *svc = ipl_service_new("decider",
                                          "decision server: picks the worker for each request "
@@ -50,6 +51,9 @@ int main(int argc, char **argv)
     ipl_config_add(c, "peer-pub", IPL_OPT_STR, &peer_pub, NULL,
                    "ZeroMQ endpoint to bind a PUB on, publishing what this decider routes to "
                    "the other replicas (default: none)");
+    ipl_config_add(c, "tokenizer", IPL_OPT_STR, &tokenizer, "builtin",
+                   "tokenizer for POST /v1/route prompts and messages: a tokenizer.json, a "
+                   "directory holding one, or \"builtin\" (use the gateway's)");
     ipl_config_add(c, "peers", IPL_OPT_STR, &peers, NULL,
                    "the other deciders' --peer-pub endpoints, comma-separated: what they route "
                    "counts here as in flight and optimistically cached (default: none)");
@@ -79,6 +83,10 @@ int main(int argc, char **argv)
                    "state silent for longer than this: cache terms ignored (load only)");
     ipl_config_add(c, "snapshot-timeout-ms", IPL_OPT_INT, &snapshot_timeout_ms, "5000",
                    "re-request a state snapshot that made no progress for this long");
+    ipl_config_add(c, "observe-window-ms", IPL_OPT_INT, &observe_window_ms, "60000",
+                   "remember each decision this long for the gateway's OBSERVED (the measured "
+                   "TTFT that calibrates the prediction); at most 65536 at once (0: no "
+                   "calibration from live requests)");
     ipl_config_add(c, "seed", IPL_OPT_INT, &seed, "0",
                    "seed for tie-breaks and the random strategy (0: from the clock)");
     int rc = ipl_service_start(svc, argc, argv);
@@ -94,9 +102,10 @@ int main(int argc, char **argv)
     else if (!(prefill_tps > 0))
         bad = "--prefill-tokens-per-s must be above 0";
     else if (running_cost_ms < 0 || load_gate < 0 || ttl_ms < 0 || stale_ms < 1 || seed < 0 ||
-             snapshot_timeout_ms < 100 || silence_ms < 0)
-        bad = "--running-cost-ms, --load-gate, --optimistic-ttl-ms, --seed and "
-              "--state-silence-ms must be >= 0, --stale-ms >= 1 and --snapshot-timeout-ms >= 100";
+             snapshot_timeout_ms < 100 || silence_ms < 0 || observe_window_ms < 0)
+        bad = "--running-cost-ms, --load-gate, --optimistic-ttl-ms, --seed, --state-silence-ms "
+              "and --observe-window-ms must be >= 0, --stale-ms >= 1 and --snapshot-timeout-ms "
+              ">= 100";
     if (bad) {
         fprintf(stderr, "inferplane-decider: %s\n", bad);
         ipl_service_destroy(&svc);
@@ -117,12 +126,14 @@ int main(int argc, char **argv)
     cfg.router.optimistic_ttl_ms = (uint64_t)ttl_ms;
     cfg.router.stale_ms = (uint64_t)stale_ms;
     cfg.router.seed = (uint64_t)seed;
+    cfg.router.observe_window_ms = (uint64_t)observe_window_ms;
     cfg.snapshot_timeout_ms = (uint64_t)snapshot_timeout_ms;
     cfg.silence_ms = (uint64_t)silence_ms;
     cfg.max_buffered = 1000000;
     cfg.id = id;
     cfg.peer_pub = peer_pub;
     cfg.peers = peers;
+    cfg.tokenizer = tokenizer;
 
     char err[512];
     decider_server_t *server = decider_server_new(&cfg, ipl_service_metrics(svc), err, sizeof err);

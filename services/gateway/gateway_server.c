@@ -5,6 +5,11 @@
  * stream fd to the producer (gateway_xfer_attach); from then on the producer's callbacks
  * own it, and s_on_done sends the record and frees it. On every path that ends in the
  * handler (validation error, no route, unreachable worker) the handler records and frees.
+ *
+ * When the decider asks for it (ROUTE_REP.observe), each decision gets exactly one OBSERVED on
+ * the decider connection that asked (s_observe): at the first content event of a stream, else
+ * when the transfer ends, or with status 0 when the decision is abandoned (unreachable worker,
+ * failure before streaming).
  */
 #include "gateway_server.h"
 
@@ -67,6 +72,11 @@ typedef struct {
     char *worker, *url, *pool, *reason;
     double predicted_ttft_s;
     uint64_t predicted_cached;
+    /* its observation: wanted by the decider, on connection `conn` */
+    bool observe; /* an OBSERVED is still owed for req_id */
+    uint64_t conn, req_id;
+    uint64_t upstream_ns; /* when the upstream request was started */
+    int upstream_status;  /* the worker's HTTP status, once its headers came */
     gateway_sse_t *sse;
 } s_call_t;
 
@@ -226,10 +236,13 @@ static void s_reply_error(ipl_http_resp_t *resp, int status, const char *type, c
     ipl_http_resp_take(resp, status, "application/json", &body, len);
 }
 
+static void s_observe(s_call_t *call, int status, uint64_t first_ns);
+
 /* Answers with an error, records the request and frees the call. */
 static void s_fail(s_call_t **call_p, ipl_http_resp_t *resp, const gateway_api_error_t *err)
 {
     s_call_t *call = *call_p;
+    s_observe(call, 0, 0); /* a decision that was not followed through */
     s_reply_error(resp, err->status, err->type, err->param, err->code, err->message);
     s_finish(call, err->status, err->code ? err->code : err->type, ipl_mono_ns());
     s_call_free(call_p);
@@ -292,12 +305,43 @@ static void s_route_error(const ipl_route_rep_t *rep, const char *model, gateway
     }
 }
 
+/* ---- observations -------------------------------------------------------------------------- */
+
+/* Sends the decision's OBSERVED, once, if the decider asked for it: `status` the worker's HTTP
+ * status (0: no usable response), `first_ns` the time of the first content event (streams) or
+ * body byte (0: none). The TTFT runs from starting the upstream request: the closest the
+ * gateway gets to the worker's own. */
+static void s_observe(s_call_t *call, int status, uint64_t first_ns)
+{
+    if (!call->observe) return;
+    call->observe = false;
+    const gateway_sse_stats_t *st = call->sse ? gateway_sse_stats(call->sse) : NULL;
+    bool usage = st && st->usage;
+    ipl_observed_t obs = {
+        .req_id = call->req_id,
+        .worker = call->worker,
+        .status = status > 0 ? (uint64_t)status : 0,
+        .stream = call->sse && gateway_sse_mode(call->sse) == GATEWAY_SSE_STREAM,
+        .ttft_s = first_ns > call->upstream_ns && call->upstream_ns
+                      ? (double)(first_ns - call->upstream_ns) / 1e9
+                      : 0,
+        .prompt_tokens = usage ? st->prompt_tokens : call->prompt_tokens,
+        .cached_tokens = usage ? st->cached_tokens : 0,
+        .completion_tokens = usage ? st->completion_tokens : 0,
+    };
+    (void)gateway_route_observe(call->srv->route, call->conn, &obs); /* counted there */
+}
+
 /* ---- streaming callbacks (producer thread) ------------------------------------------------- */
 
 static void s_on_chunk(void *arg, const char *data, size_t len, uint64_t now_ns)
 {
     s_call_t *call = arg;
-    if (call->sse) gateway_sse_feed(call->sse, data, len, now_ns);
+    if (!call->sse) return;
+    gateway_sse_feed(call->sse, data, len, now_ns);
+    const gateway_sse_stats_t *st = gateway_sse_stats(call->sse);
+    if (call->observe && st->first_content_ns && gateway_sse_mode(call->sse) == GATEWAY_SSE_STREAM)
+        s_observe(call, call->upstream_status, st->first_content_ns);
 }
 
 static void s_on_done(void *arg, const gateway_xfer_result_t *res, int fd)
@@ -305,6 +349,9 @@ static void s_on_done(void *arg, const gateway_xfer_result_t *res, int fd)
     s_call_t *call = arg;
     gateway_sse_finish(call->sse, res->end_ns);
     const gateway_sse_stats_t *st = gateway_sse_stats(call->sse);
+    /* No content event came (or not a stream): the whole body's first byte, if it is whole. */
+    bool whole = gateway_sse_mode(call->sse) != GATEWAY_SSE_STREAM;
+    s_observe(call, res->ok ? res->status : 0, res->ok && whole ? st->first_byte_ns : 0);
     int status = res->status;
     const char *reason = NULL;
     if (res->client_gone) {
@@ -371,7 +418,9 @@ static int s_decide(gateway_server_t *srv, s_call_t *call, ipl_route_req_t *rr, 
                     gateway_api_error_t *err)
 {
     ipl_msg_t msg = {0};
-    int rc = gateway_route_ask(srv->route, rr, &msg);
+    s_observe(call, 0, 0); /* the previous decision of this call, abandoned */
+    uint64_t conn = 0;
+    int rc = gateway_route_ask_conn(srv->route, rr, &msg, &conn);
     if (rc == IPL_E_TIMEOUT) {
         gateway_api_error_set(err, 503, "server_error", NULL, "route_timeout",
                               "the decider did not answer within %d ms (--decider %s); is "
@@ -406,6 +455,11 @@ static int s_decide(gateway_server_t *srv, s_call_t *call, ipl_route_req_t *rr, 
     s_replace(&call->reason, rep->reason);
     call->predicted_ttft_s = rep->predicted_ttft_s;
     call->predicted_cached = rep->cached_tokens;
+    call->observe = rep->observe != 0;
+    call->conn = conn;
+    call->req_id = rr->req_id;
+    call->upstream_ns = 0;
+    call->upstream_status = 0;
     free(*model_out);
     *model_out = rep->model && rep->model[0] ? strdup(rep->model) : NULL;
     ipl_msg_clear(&msg);
@@ -434,6 +488,7 @@ static int s_forward(gateway_server_t *srv, s_call_t *call, const gateway_api_re
     snprintf(idh, sizeof(idh), "X-Request-Id: %s", call->request_id);
     const char *headers[] = {idh, "Accept: application/json, text/event-stream", NULL};
     gateway_xfer_cb_t cb = {.on_chunk = s_on_chunk, .on_done = s_on_done, .arg = call};
+    call->upstream_ns = ipl_mono_ns(); /* the OBSERVED's TTFT starts here */
     int rc = gateway_proxy_start(srv->proxy, url, &body, blen, headers, &cb, xfer_p);
     if (rc != 0) {
         gateway_api_error_set(err, 503, "server_error", NULL, "proxy_failed",
@@ -443,7 +498,10 @@ static int s_forward(gateway_server_t *srv, s_call_t *call, const gateway_api_re
     char why[256] = "";
     rc = gateway_xfer_wait_headers(*xfer_p, srv->cfg.upstream_timeout_ms, status, ctype, ctype_size,
                                    why, sizeof(why));
-    if (rc == 0) return 0;
+    if (rc == 0) {
+        call->upstream_status = *status;
+        return 0;
+    }
     gateway_xfer_abandon(xfer_p);
     if (rc == IPL_E_TIMEOUT)
         gateway_api_error_set(err, 504, "server_error", NULL, "upstream_timeout",
@@ -519,6 +577,7 @@ static void s_completion(gateway_server_t *srv, gateway_api_kind_t kind, const i
     if (fd < 0) {
         gateway_xfer_abandon(&xfer);
         if (!call->sse) ipl_http_resp_error(resp, 500, "server_error", "out of memory");
+        s_observe(call, 0, 0);
         s_finish(call, 500, "stream_failed", ipl_mono_ns());
         s_call_free(&call);
         return;
@@ -623,7 +682,12 @@ gateway_server_t *gateway_server_new(const gateway_server_config_t *cfg, ipl_met
         snprintf(err, errlen, "--block-size must be at least 1 (got %d)", cfg->block_size);
         goto fail;
     }
-    srv->tokenizer = ipl_tokenizer_new_builtin();
+    char tok_err[512];
+    srv->tokenizer = ipl_tokenizer_open(cfg->tokenizer, tok_err, sizeof tok_err);
+    if (!srv->tokenizer) {
+        snprintf(err, errlen, "--tokenizer: %s", tok_err);
+        goto fail;
+    }
     srv->route = gateway_route_new(srv->decider, cfg->route_timeout_ms, metrics);
     gateway_proxy_config_t pc = {.connect_timeout_ms = cfg->connect_timeout_ms};
     srv->proxy = gateway_proxy_new(&pc, metrics);

@@ -5,7 +5,9 @@
  *     gateway_api (parse, validate) → ipl_chat + ipl_tokenizer → ipl_hash (full blocks)
  *     → gateway_route (ROUTE_REQ to the decider) → gateway_proxy (stream from the worker,
  *     one retry via a new decision when the worker cannot be reached) → gateway_sse
- *     (TTFT, ITL, usage as the bytes pass) → one RECORD to the exporter (PUSH).
+ *     (TTFT, ITL, usage as the bytes pass) → one RECORD to the exporter (PUSH), and, when
+ *     the decider asked for it, one OBSERVED (the measured TTFT) back to the decider on the
+ *     connection that carried the decision (gateway_route_observe).
  *   GET /v1/models   the models of the policy's pools (ipl_policy_view)
  *
  * A client's x-request-id (up to 64 of [A-Za-z0-9._:-]) is kept, else one is made up; an
@@ -32,6 +34,7 @@ typedef struct {
     const char *exporter;    /* exporter PULL endpoint ("" or NULL: no records) */
     const char *policy_sub;  /* policy PUB endpoint */
     const char *policy_req;  /* policy ROUTER endpoint */
+    const char *tokenizer;   /* --tokenizer: "builtin", a tokenizer.json or its directory */
     int block_size;          /* tokens per hashed block */
     size_t max_body;         /* request bodies above get 413 */
     int route_timeout_ms;    /* decider answer → else 503 */

@@ -2,7 +2,7 @@
  * inferplane-gateway — the client-facing OpenAI-compatible API.
  *
  *   clients ──HTTP──► gateway_server ──ROUTE_REQ──► decider
- *                          │ ◄──────── ROUTE_REP ──┘
+ *                          │ ◄──────── ROUTE_REP ──┘ (same connection: OBSERVED ──► decider)
  *                          ├──HTTP (libcurl, streamed)──► worker
  *                          └──RECORD (PUSH)──► exporter
  *
@@ -18,7 +18,8 @@
 
 int main(int argc, char **argv)
 {
-    char *listen = NULL, *decider = NULL, *exporter = NULL, *policy_sub = NULL, *policy_req = NULL;
+    char *listen = NULL, *decider = NULL, *exporter = NULL, *policy_sub = NULL, *policy_req = NULL,
+         *tokenizer = NULL;
     int64_t block_size = 16, max_body = 8388608, route_timeout_ms = 1000,
             upstream_timeout_ms = 600000, connect_timeout_ms = 2000;
     ipl_service_t *svc = ipl_service_new(
@@ -37,6 +38,9 @@ int main(int argc, char **argv)
                    "ZeroMQ endpoint of the policy service's PUB socket");
     ipl_config_add(cfg, "policy-req", IPL_OPT_STR, &policy_req, "tcp://127.0.0.1:7012",
                    "ZeroMQ endpoint of the policy service's ROUTER (policy requests)");
+    ipl_config_add(cfg, "tokenizer", IPL_OPT_STR, &tokenizer, "builtin",
+                   "the workers' tokenizer: a tokenizer.json, a directory holding one, or "
+                   "\"builtin\" (block hashes match only when this equals the workers')");
     ipl_config_add(cfg, "block-size", IPL_OPT_INT, &block_size, "16",
                    "tokens per hashed prompt block (the workers' KV block size)");
     ipl_config_add(cfg, "max-body-bytes", IPL_OPT_INT, &max_body, "8388608",
@@ -79,6 +83,7 @@ int main(int argc, char **argv)
         .exporter = exporter,
         .policy_sub = policy_sub,
         .policy_req = policy_req,
+        .tokenizer = tokenizer,
         .block_size = (int)block_size,
         .max_body = (size_t)max_body,
         .route_timeout_ms = (int)route_timeout_ms,

@@ -1007,6 +1007,7 @@ int policy_compiler_finish(policy_compiler_t *self, const char *source)
                 .replay_endpoint = (char *)s_or_empty(wk->replay),
                 .metrics_url = (char *)s_or_empty(wk->metrics),
                 .block_size = set->block_size,
+                .worker_set = (char *)set->name,
             };
         }
     }

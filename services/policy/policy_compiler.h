@@ -19,6 +19,9 @@
  * named) and references to resources that do not exist. Compilation continues after an error
  * so that one run reports as many problems as possible (up to POLICY_COMPILER_MAX_ERRORS).
  *
+ * Each compiled worker names its InferenceWorkerSet (ipl_worker_t.worker_set), the key the
+ * decider calibrates its TTFT model by.
+ *
  * The compiled policy is deterministic: pools sorted by name, workers by worker set name and
  * then in file order, whatever the order of files and documents. Its version is 0; the
  * service assigns versions. Not thread-safe; one compilation per object.

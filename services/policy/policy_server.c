@@ -125,6 +125,7 @@ static char *s_debug_json(const ipl_policy_t *p, uint64_t version, const policy_
         cJSON_AddStringToObject(o, "replay_endpoint", w->replay_endpoint);
         cJSON_AddStringToObject(o, "metrics_url", w->metrics_url);
         cJSON_AddNumberToObject(o, "block_size", (double)w->block_size);
+        cJSON_AddStringToObject(o, "worker_set", w->worker_set ? w->worker_set : "");
         cJSON_AddItemToArray(workers, o);
     }
     char *json = cJSON_PrintUnformatted(root);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <xxhash.h>
 
 #include "ipl_clock.h"
 #include "ipl_error.h"
@@ -277,6 +278,24 @@ static void s_req_unref(sim_req_t *r)
     if (--r->refs == 0) s_req_free(r);
 }
 
+/* cfg.fast_hash's block hash: XXH3-64 of the tokens seeded with the parent's, then of each
+ * extra key; 16 bytes like xxhash's (the high half a mix of the low), wire value `lo`. */
+static sim_hash_t s_fast_hash(const sim_hash_t *parent, const uint32_t *tokens, uint32_t n,
+                              const sim_extra_keys_t *extra)
+{
+    uint64_t h = XXH3_64bits_withSeed(tokens, (size_t)n * sizeof *tokens,
+                                      parent ? parent->lo : 0x9e3779b97f4a7c15ULL);
+    for (uint32_t k = 0; k < extra->nkeys; k++)
+        h = XXH3_64bits_withSeed(extra->keys[k], strlen(extra->keys[k]), h);
+    sim_hash_t out = {.len = 16, .lo = h};
+    uint64_t hi = h * 0xbf58476d1ce4e5b9ULL ^ (h >> 31);
+    for (int i = 0; i < 8; i++) {
+        out.bytes[7 - i] = (uint8_t)(hi >> (8 * i));
+        out.bytes[15 - i] = (uint8_t)(h >> (8 * i));
+    }
+    return out;
+}
+
 /* Extends the request's hash chain to cover `nblocks` full blocks. vLLM's extra keys: the
  * LoRA name on every block, then the cache salt on the first. */
 static void s_ensure_hashes(sim_engine_t *self, sim_req_t *r, uint32_t nblocks)
@@ -286,9 +305,11 @@ static void s_ensure_hashes(sim_engine_t *self, sim_req_t *r, uint32_t nblocks)
         sim_extra_keys_t extra = {.nkeys = 0};
         if (r->keys.lora_name) extra.keys[extra.nkeys++] = r->keys.lora_name;
         if (r->keys.cache_salt && r->nhashes == 0) extra.keys[extra.nkeys++] = r->keys.cache_salt;
-        r->hashes[r->nhashes] =
-            sim_hasher_block(self->hasher, r->nhashes ? &r->hashes[r->nhashes - 1] : NULL,
-                             r->tokens + (uint64_t)r->nhashes * bs, bs, &extra);
+        const sim_hash_t *parent = r->nhashes ? &r->hashes[r->nhashes - 1] : NULL;
+        const uint32_t *tokens = r->tokens + (uint64_t)r->nhashes * bs;
+        r->hashes[r->nhashes] = self->cfg.fast_hash
+                                    ? s_fast_hash(parent, tokens, bs, &extra)
+                                    : sim_hasher_block(self->hasher, parent, tokens, bs, &extra);
         r->nhashes++;
     }
 }

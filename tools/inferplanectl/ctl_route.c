@@ -29,7 +29,7 @@
 #include "ipl_tokenizer.h"
 
 typedef struct {
-    const char *decider, *model, *prompt, *messages, *tenant, *strategy, *admin;
+    const char *decider, *model, *prompt, *messages, *tenant, *strategy, *admin, *tokenizer;
     long block_size, timeout_ms;
     bool explain;
 } s_opts_t;
@@ -54,6 +54,7 @@ static void s_usage(FILE *out)
             "  --tenant T          tenant name (default none)\n"
             "  --strategy S        override the pool's strategy: one of\n"
             "                      %s\n"
+            "  --tokenizer SPEC    as the gateway's --tokenizer (default builtin)\n"
             "  --block-size N      tokens per hashed block, as the gateway's --block-size "
             "(default 16)\n"
             "  --timeout-ms MS     how long to wait for the answer (default 2000)\n"
@@ -77,6 +78,7 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
         {"tenant", required_argument, NULL, 't'},
         {"strategy", required_argument, NULL, 's'},
         {"block-size", required_argument, NULL, 'b'},
+        {"tokenizer", required_argument, NULL, 'k'},
         {"timeout-ms", required_argument, NULL, 'T'},
         {"explain", no_argument, NULL, 'e'},
         {"admin", required_argument, NULL, 'a'},
@@ -113,6 +115,9 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
             break;
         case 'a':
             o->admin = optarg;
+            break;
+        case 'k':
+            o->tokenizer = optarg;
             break;
         case 'b':
         case 'T': {
@@ -340,7 +345,13 @@ int ctl_route(int argc, char **argv)
     if (rc) return rc == 1 ? 0 : rc;
     char *text = s_text(&o);
     if (!text) return 2;
-    ipl_tokenizer_t *tok = ipl_tokenizer_new_builtin();
+    char tok_err[512] = "";
+    ipl_tokenizer_t *tok = ipl_tokenizer_open(o.tokenizer, tok_err, sizeof tok_err);
+    if (!tok) {
+        fprintf(stderr, "inferplanectl route: --tokenizer: %s\n", tok_err);
+        free(text);
+        return 2;
+    }
     size_t ntok = 0;
     uint32_t *ids = tok ? ipl_tokenizer_encode(tok, text, strlen(text), &ntok) : NULL;
     free(text);

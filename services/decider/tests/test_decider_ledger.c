@@ -195,18 +195,26 @@ static void test_peer_blocks_age_from_their_arrival(void **state)
     decider_ledger_destroy(&l);
 }
 
-static void test_post_all_and_a_full_inbox(void **state)
+// A routing posted to one ledger reaches that ledger only: no ledger is shared behind its
+// owner's back.
+static void test_inboxes_are_per_ledger_and_bounded(void **state)
 {
     (void)state;
     decider_ledger_t *x = decider_ledger_new(2000), *y = decider_ledger_new(2000);
     decider_ledger_peer_t p = s_peer("w", 2, 1, 5);
-    assert_int_equal(decider_ledger_post_all(&p, 10, 0), 2);
-    decider_ledger_destroy(&y);
-    assert_int_equal(decider_ledger_post_all(&p, 10, 0), 1); // y is gone from the registry
+    assert_int_equal(decider_ledger_post(x, &p, 10, 0), IPL_OK);
+    assert_int_equal(decider_ledger_post(x, &p, 10, 0), IPL_OK);
     int w = decider_ledger_worker(x, "w");
     assert_int_equal(decider_ledger_inflight(x, w, 0, 10), 2);
+    int wy = decider_ledger_worker(y, "w");
+    assert_int_equal(decider_ledger_inflight(y, wy, 0, 10), 0);
+    decider_ledger_peer_stats_t sy;
+    decider_ledger_peer_stats(y, &sy);
+    assert_int_equal(sy.posted, 0);
+    decider_ledger_destroy(&y);
+    assert_null(y);
     p.worker = NULL;
-    assert_int_equal(decider_ledger_post_all(&p, 10, 0), 0);
+    assert_int_equal(decider_ledger_post(x, &p, 10, 0), IPL_E_INVAL);
     // The inbox keeps the newest DECIDER_LEDGER_INBOX_MAX routings.
     p = s_peer("w", 0, 1, 5);
     for (int i = 0; i < DECIDER_LEDGER_INBOX_MAX + 5; i++)
@@ -228,7 +236,7 @@ int main(void)
         cmocka_unit_test(test_clock_going_back_keeps_generations),
         cmocka_unit_test(test_peer_routings_count_like_local_ones),
         cmocka_unit_test(test_peer_blocks_age_from_their_arrival),
-        cmocka_unit_test(test_post_all_and_a_full_inbox),
+        cmocka_unit_test(test_inboxes_are_per_ledger_and_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 /*
  * Unit tests of decider_peers: a ROUTED published by one replica reaches another over a real
- * PUB/SUB pair (inproc) and lands in the process's ledgers; own messages are ignored,
+ * PUB/SUB pair (inproc) and lands in the ledger lent to it; own messages are ignored,
  * sequence gaps are counted as lost, malformed frames are dropped, and hashes are capped.
  */
 #include <setjmp.h>
@@ -48,16 +48,20 @@ static void test_routed_reaches_the_other_replica(void **state)
     char err[256];
     const char *a_peers[] = {"inproc://peers-b"};
     const char *b_peers[] = {"inproc://peers-a", "inproc://peers-b"}; // itself too
+    decider_ledger_t *ledger = decider_ledger_new(2000), *a_ledger = decider_ledger_new(2000);
     decider_peers_config_t ca = {
-        .id = "A", .pub = "inproc://peers-a", .peers = a_peers, .npeers = 1};
-    decider_peers_config_t cb = {
-        .id = "B", .pub = "inproc://peers-b", .peers = b_peers, .npeers = 2, .on_drop = s_on_drop};
+        .id = "A", .pub = "inproc://peers-a", .peers = a_peers, .npeers = 1, .ledger = a_ledger};
+    decider_peers_config_t cb = {.id = "B",
+                                 .pub = "inproc://peers-b",
+                                 .peers = b_peers,
+                                 .npeers = 2,
+                                 .on_drop = s_on_drop,
+                                 .ledger = ledger};
     decider_peers_t *a = decider_peers_new(&ca, err, sizeof err);
     assert_non_null(a);
     decider_peers_t *b = decider_peers_new(&cb, err, sizeof err);
     assert_non_null(b);
     assert_string_equal(decider_peers_id(b), "B");
-    decider_ledger_t *ledger = decider_ledger_new(2000);
     // PUB/SUB joins late: publish until the first one arrives.
     uint64_t hashes[DECIDER_PEERS_MAX_HASHES + 10];
     for (size_t i = 0; i < sizeof hashes / sizeof hashes[0]; i++)
@@ -106,7 +110,15 @@ static void test_routed_reaches_the_other_replica(void **state)
     assert_int_equal(st.lost, 0);
     decider_peers_stats(a, &st);
     assert_true(st.sent > 1);
+    // Each replica's routings land in the ledger lent to the receiving side only: B's holds
+    // the probe(s) and w1; A's, whose SUB this test never drains, holds nothing.
+    decider_ledger_peer_stats_t ls;
+    decider_ledger_peer_stats(ledger, &ls);
+    assert_true(ls.posted >= 2);
+    decider_ledger_peer_stats(a_ledger, &ls);
+    assert_int_equal(ls.posted, 0);
     decider_ledger_destroy(&ledger);
+    decider_ledger_destroy(&a_ledger);
     decider_peers_destroy(&a);
     decider_peers_destroy(&b);
     assert_null(b);
@@ -118,7 +130,9 @@ static void test_gaps_malformed_and_no_sockets(void **state)
     char err[256];
     s_drops = 0;
     const char *peers[] = {"inproc://peers-raw"};
-    decider_peers_config_t c = {.id = "B", .peers = peers, .npeers = 1, .on_drop = s_on_drop};
+    decider_ledger_t *ledger = decider_ledger_new(2000);
+    decider_peers_config_t c = {
+        .id = "B", .peers = peers, .npeers = 1, .on_drop = s_on_drop, .ledger = ledger};
     zsock_t *raw = zsock_new_pub("inproc://peers-raw");
     assert_non_null(raw);
     decider_peers_t *b = decider_peers_new(&c, err, sizeof err);
@@ -134,6 +148,8 @@ static void test_gaps_malformed_and_no_sockets(void **state)
     decider_peers_stats(b, &st);
     assert_int_equal(st.lost, 2);
     assert_int_equal(st.received, 5);
+    int w = decider_ledger_worker(ledger, "w"); // all five in flight in the ledger lent
+    assert_int_equal(decider_ledger_inflight(ledger, w, 0, 10), 5);
     r.worker = "";
     assert_int_equal(decider_peers_receive(b, &r, 10, 0), IPL_E_INVAL);
     r.worker = "w";
@@ -150,6 +166,7 @@ static void test_gaps_malformed_and_no_sockets(void **state)
     }
     assert_true(s_drops >= 2);
     decider_peers_destroy(&b);
+    decider_ledger_destroy(&ledger);
     zsock_destroy(&raw);
     // No PUB and no peers: publishing is a no-op, there is nothing to poll.
     decider_peers_config_t none = {.id = "C"};
@@ -159,6 +176,10 @@ static void test_gaps_malformed_and_no_sockets(void **state)
     assert_int_equal(decider_peers_publish(cpeers, "w", NULL, 0, 16, 0, 0, 1), IPL_OK);
     decider_peers_drain(cpeers, 10);
     decider_peers_destroy(&cpeers);
+    // Peers without a ledger to apply their routings to: refused.
+    decider_peers_config_t orphan = {.id = "E", .peers = peers, .npeers = 1};
+    assert_null(decider_peers_new(&orphan, err, sizeof err));
+    assert_non_null(strstr(err, "ledger"));
     // A PUB endpoint that cannot be bound: a message naming it.
     decider_peers_config_t bad = {.id = "D", .pub = "nonsense://x"};
     assert_null(decider_peers_new(&bad, err, sizeof err));

@@ -167,8 +167,9 @@ static void test_load_gate(void **state)
     assert_string_equal(f->d.reason, "load_gate");
     assert_false(s_cand(f, "b")->c.eligible);
     assert_string_equal(s_cand(f, "b")->c.note,
-                        "380.0 ms = 0.0 base + 300.0 wait + 80.0 prefill "
-                        "(80 tok); load gate: queue 3 > least loaded 0 + 2");
+                        "380.0 ms = 0.0 base + 300.0 wait + 80.0 prefill (80 tok); cost 460.0 "
+                        "ms (+80.0 ms its prefill holds the worker); load gate: queue 3 > least "
+                        "loaded 0 + 2");
     assert_float_equal(s_cand(f, "b")->c.predicted_ttft_s, 0.38, 1e-9);
     assert_non_null(strstr(f->d.detail, "b holds 320 cached tokens but its queue 3"));
 }
@@ -176,8 +177,9 @@ static void test_load_gate(void **state)
 static void test_gated_worker_that_loses_anyway_is_not_the_reason(void **state)
 {
     s_fix_t *f = *state;
-    // b with 5 waiting: 0.58 s, worse than c's 0.40 s without any gate.
-    s_load(f->state, "b", 0, 5, IPL_HEALTH_UP, IPL_KV_EXACT, WALL - 10);
+    // b with 8 waiting: 0.88 s + its 0.08 s of prefill = cost 0.96 s, worse than c's
+    // 0.40 + 0.40 = 0.80 s without any gate.
+    s_load(f->state, "b", 0, 8, IPL_HEALTH_UP, IPL_KV_EXACT, WALL - 10);
     assert_int_equal(s_route(f, &s_req), IPL_ROUTE_OK);
     assert_string_equal(f->d.worker->name, "c");
     assert_string_equal(f->d.reason, "least_loaded");
@@ -189,8 +191,10 @@ static void test_degraded_down_and_unsampled(void **state)
     s_load(f->state, "b", 0, 1, IPL_HEALTH_UP, IPL_KV_DEGRADED, WALL - 10);
     assert_int_equal(s_route(f, &s_req), IPL_ROUTE_OK);
     assert_int_equal(s_cand(f, "b")->c.cached_tokens, 0);
-    assert_string_equal(s_cand(f, "b")->c.note, "kv degraded: load only; 500.0 ms = 0.0 base + "
-                                                "100.0 wait + 400.0 prefill (400 tok)");
+    assert_string_equal(s_cand(f, "b")->c.note,
+                        "kv degraded: load only; 500.0 ms = 0.0 base + 100.0 wait + 400.0 "
+                        "prefill (400 tok); cost 900.0 ms (+400.0 ms its prefill holds the "
+                        "worker)");
     assert_float_equal(s_cand(f, "b")->c.predicted_ttft_s, 0.5, 1e-9);
     assert_string_equal(f->d.worker->name, "c");
     assert_string_equal(f->d.reason, "least_loaded");
@@ -378,12 +382,14 @@ static void test_max_queue_and_overloaded(void **state)
     decider_router_destroy(&r);
 }
 
-// Temperature 0.1 s over b 0.08 s (b has nothing waiting here), c 0.40 s, a 0.43 s:
-// p ∝ exp(−ttft/T): b 1, c e^−3.2 = 0.041, a e^−3.5 = 0.030 → b 93.4 %, c 3.8 %, a 2.8 %.
+// Temperature 0.3 s over the costs (prediction + the prefill's hold on the worker, ×1.02 for
+// b, which is routed ~0.26 requests/s here): b 0.08 + 0.082 = 0.162 s (b has nothing waiting
+// here), c 0.40 + 0.40 = 0.80 s, a 0.43 + 0.40 = 0.83 s: p ∝ exp(−cost/T): b 1,
+// c e^−2.13 = 0.119, a e^−2.23 = 0.108 → b 81.5 %, c 9.7 %, a 8.8 %.
 static void test_temperature_samples(void **state)
 {
     s_fix_t *f = *state;
-    decider_router_t *r = s_router(5, 0, 0.1, NULL, NULL);
+    decider_router_t *r = s_router(5, 0, 0.3, NULL, NULL);
     s_load(f->state, "b", 0, 0, IPL_HEALTH_UP, IPL_KV_EXACT, WALL - 10);
     int seen[3] = {0}, explored = 0;
     uint64_t wall = WALL, mono = MONO;
@@ -404,9 +410,9 @@ static void test_temperature_samples(void **state)
             assert_non_null(strstr(f->d.detail, "instead of the best, b (80.0 ms)"));
         }
     }
-    assert_true(seen[1] > 1810 && seen[1] < 1920);
-    assert_true(seen[0] > 25 && seen[0] < 90);
-    assert_true(seen[2] > 40 && seen[2] < 120);
+    assert_true(seen[1] > 1530 && seen[1] < 1730);
+    assert_true(seen[0] > 115 && seen[0] < 240);
+    assert_true(seen[2] > 130 && seen[2] < 260);
     assert_int_equal(explored, seen[0] + seen[2]);
     decider_router_destroy(&r);
 }
@@ -521,6 +527,139 @@ static void test_observations_calibrate(void **state)
     assert_int_equal(st.samples, 30);
 }
 
+// A live request's OBSERVED comes back on the connection that asked: matched with the decision
+// remembered under (connection, req_id), it teaches the predictor when it is a TTFT of the
+// decided worker, and is counted by what became of it either way.
+static void test_observed_feed_the_predictor(void **state)
+{
+    s_fix_t *f = *state;
+    assert_int_equal(s_route(f, &s_req), IPL_ROUTE_OK);
+    assert_string_equal(f->d.worker->name, "b");
+    const uint64_t conn = 7;
+#define S_REMEMBER(id)                                                                             \
+    assert_int_equal(decider_router_remember(f->router, conn, id, &f->d, MONO), IPL_OK)
+#define S_FEEDBACK(c, at, want)                                                                    \
+    assert_int_equal(decider_router_feedback(f->router, c, &obs, at), DECIDER_OBSERVED_##want)
+    ipl_observed_t obs = {.req_id = 1, .worker = "b", .status = 200, .stream = true, .ttft_s = 0.2};
+    S_REMEMBER(1);
+    S_FEEDBACK(conn, MONO + 100, LEARNED);
+    S_FEEDBACK(conn, MONO + 100, UNKNOWN); // once only
+    S_REMEMBER(2);
+    obs.req_id = 2;
+    S_FEEDBACK(conn + 1, MONO, UNKNOWN); // another gateway's req_id 2 is another request
+    S_FEEDBACK(conn, MONO, LEARNED);
+    S_REMEMBER(3);
+    obs = (ipl_observed_t){.req_id = 3, .worker = "a", .status = 200, .stream = true, .ttft_s = 1};
+    S_FEEDBACK(conn, MONO, MISMATCH);
+    obs.worker = "b";
+    S_REMEMBER(4);
+    obs.req_id = 4;
+    obs.status = 502;
+    S_FEEDBACK(conn, MONO, FAILED);
+    S_REMEMBER(5);
+    obs = (ipl_observed_t){.req_id = 5, .worker = "b", .status = 200, .stream = true};
+    S_FEEDBACK(conn, MONO, FAILED); // no token came
+    // A whole JSON body: the time to its first byte includes every generated token.
+    S_REMEMBER(6);
+    obs = (ipl_observed_t){
+        .req_id = 6, .worker = "b", .status = 200, .ttft_s = 2.0, .completion_tokens = 50};
+    S_FEEDBACK(conn, MONO, UNSTREAMED);
+    S_REMEMBER(7);
+    obs = (ipl_observed_t){
+        .req_id = 7, .worker = "b", .status = 200, .ttft_s = 0.2, .completion_tokens = 1};
+    S_FEEDBACK(conn, MONO, LEARNED);
+    S_REMEMBER(8);
+    obs.req_id = 8;
+    S_FEEDBACK(conn, MONO + 60001, EXPIRED); // the default window: 60 s
+    S_REMEMBER(9);
+    obs.req_id = 9;
+    obs.ttft_s = 1e6; // beyond any TTFT: malformed
+    S_FEEDBACK(conn, MONO, INVALID);
+#undef S_REMEMBER
+#undef S_FEEDBACK
+    uint64_t n[DECIDER_OBSERVED_NRESULTS];
+    decider_router_observed(f->router, n);
+    assert_int_equal(n[DECIDER_OBSERVED_LEARNED], 3);
+    assert_int_equal(n[DECIDER_OBSERVED_UNKNOWN], 2);
+    assert_int_equal(n[DECIDER_OBSERVED_MISMATCH], 1);
+    assert_int_equal(n[DECIDER_OBSERVED_FAILED], 2);
+    assert_int_equal(n[DECIDER_OBSERVED_UNSTREAMED], 1);
+    assert_int_equal(n[DECIDER_OBSERVED_EXPIRED], 1);
+    assert_int_equal(n[DECIDER_OBSERVED_INVALID], 1);
+    assert_int_equal(n[DECIDER_OBSERVED_OUTLIER], 0);
+    assert_string_equal(decider_observed_name(DECIDER_OBSERVED_UNSTREAMED), "unstreamed");
+    assert_null(decider_observed_name(DECIDER_OBSERVED_NRESULTS));
+    decider_predictor_stats_t st;
+    assert_int_equal(
+        decider_predictor_stats(decider_router_predictor(f->router), "m-up", &st, NULL), 0);
+    assert_int_equal(st.samples, 3);
+    assert_int_equal(st.invalid, 1);
+    // Only routed decisions are remembered.
+    decider_request_t nope = s_req;
+    nope.model = "nope";
+    assert_int_equal(s_route(f, &nope), IPL_ROUTE_NO_POOL);
+    assert_int_equal(decider_router_remember(f->router, conn, 10, &f->d, MONO), IPL_E_INVAL);
+}
+
+// The predictor's key is the worker's InferenceWorkerSet when the policy names it; with
+// observations off nothing is remembered.
+static void test_worker_set_key_and_observations_off(void **state)
+{
+    s_fix_t *f = *state;
+    ipl_worker_t workers[3];
+    memcpy(workers, s_workers, sizeof workers);
+    for (int i = 0; i < 3; i++)
+        workers[i].worker_set = "sims";
+    ipl_policy_t policy = s_policy;
+    policy.workers = workers;
+    assert_int_equal(
+        decider_router_route_at(f->router, &policy, f->state, 0, &s_req, &f->d, WALL, MONO),
+        IPL_ROUTE_OK);
+    assert_string_equal(f->d.set, "sims");
+    workers[1].worker_set = ""; // an empty name is no name: the served model
+    assert_int_equal(
+        decider_router_route_at(f->router, &policy, f->state, 0, &s_req, &f->d, WALL, MONO + 1),
+        IPL_ROUTE_OK);
+    assert_string_equal(f->d.worker->name, "b");
+    assert_string_equal(f->d.set, "m-up");
+
+    decider_router_config_t cfg;
+    decider_router_config_defaults(&cfg);
+    assert_int_equal(cfg.observe_window_ms, 60000);
+    cfg.observe_window_ms = 0;
+    decider_router_t *off = decider_router_new(&cfg);
+    assert_int_equal(
+        decider_router_route_at(off, &s_policy, f->state, 0, &s_req, &f->d, WALL, MONO),
+        IPL_ROUTE_OK);
+    assert_int_equal(decider_router_remember(off, 1, 1, &f->d, MONO), IPL_E_INVAL);
+    ipl_observed_t obs = {.req_id = 1, .worker = "b", .status = 200, .stream = true, .ttft_s = 1};
+    assert_int_equal(decider_router_feedback(off, 1, &obs, MONO), DECIDER_OBSERVED_UNKNOWN);
+    decider_router_destroy(&off);
+}
+
+// A router lent a ledger records its routings there (the server shares it with its peers).
+static void test_lent_ledger(void **state)
+{
+    s_fix_t *f = *state;
+    decider_ledger_t *ledger = decider_ledger_new(2000);
+    decider_router_config_t cfg;
+    decider_router_config_defaults(&cfg);
+    cfg.ledger = ledger;
+    decider_router_t *r = decider_router_new(&cfg);
+    assert_int_equal(decider_router_route_at(r, &s_policy, f->state, 0, &s_req, &f->d, WALL, MONO),
+                     IPL_ROUTE_OK);
+    int w = decider_ledger_worker(ledger, f->d.worker->name);
+    assert_int_equal(decider_ledger_inflight(ledger, w, WALL - 1, WALL), 1);
+    // A peer's routing posted to that ledger counts in the router's next decision.
+    decider_ledger_peer_t peer = {.worker = "c", .wall_ms = WALL};
+    assert_int_equal(decider_ledger_post(ledger, &peer, WALL, MONO), IPL_OK);
+    assert_int_equal(decider_router_route_at(r, &s_policy, f->state, 0, &s_req, &f->d, WALL, MONO),
+                     IPL_ROUTE_OK);
+    assert_int_equal(s_cand(f, "c")->c.inflight, 1);
+    decider_router_destroy(&r);
+    decider_ledger_destroy(&ledger); // the router did not own it: still alive until here
+}
+
 int main(void)
 {
     ipl_log_set_level(IPL_LOG_OFF);
@@ -538,6 +677,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failures, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_max_queue_and_overloaded, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_temperature_samples, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_observed_feed_the_predictor, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_worker_set_key_and_observations_off, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_lent_ledger, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_oracle, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_fallbacks_are_counted, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_observations_calibrate, s_setup, s_teardown),

@@ -6,6 +6,7 @@
  * blocks; a prompt of 10 full blocks (160 tokens) whose first blocks w1, w2, w3 hold 2, 5
  * and 8 of (so 8, 5 and 2 blocks to prefill).
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,9 +16,11 @@
 
 #include <cmocka.h>
 
+#include "../decider_pick.h"
 #include "../decider_router.h"
 #include "../decider_state.h"
 #include "../decider_strategies.h"
+#include "ipl_index.h"
 #include "ipl_log.h"
 
 #define NB   10
@@ -122,8 +125,14 @@ static int s_route_n(s_fix_t *f, const char *strategy, const uint64_t *hashes, s
                              .block_size = BS,
                              .hashes = hashes,
                              .nhashes = n};
-    return decider_router_route_at(f->router, &s_policy, f->state, 0, &req, &f->d, f->wall,
-                                   f->mono);
+    int rc =
+        decider_router_route_at(f->router, &s_policy, f->state, 0, &req, &f->d, f->wall, f->mono);
+    // Every reason a strategy gives is one the router lists (the decider's metric series).
+    bool listed = false;
+    for (const char *const *r = decider_router_reasons(); *r && !listed; r++)
+        listed = !strcmp(*r, f->d.reason);
+    if (!listed) fail_msg("reason \"%s\" is not in decider_router_reasons()", f->d.reason);
+    return rc;
 }
 
 static int s_route(s_fix_t *f, const char *strategy)
@@ -337,6 +346,157 @@ static void test_pool_strategy_and_default(void **state)
     assert_string_equal(f->d.reason, "cache_hit");
 }
 
+// The memory behind ttft (decider_pick.h): backlog, recent routings, pending prefixes.
+static void test_ttft_memory(void **state)
+{
+    (void)state;
+    decider_memory_t *m = decider_memory_new();
+    assert_non_null(m);
+    // Backlog: 3,000 tokens at t = 1 s draining at 1,000 tokens/s.
+    assert_float_equal(decider_memory_backlog(m, 0, 1000, 1000), 0, 1e-9);
+    decider_memory_backlog_add(m, 0, 3000, 1000);
+    assert_float_equal(decider_memory_backlog(m, 0, 2000, 1000), 2000, 1e-9);
+    assert_float_equal(decider_memory_backlog(m, 0, 5000, 1000), 0, 1e-9); // never below 0
+    decider_memory_backlog_add(m, 0, 500, 5000);
+    assert_float_equal(decider_memory_backlog(m, 0, 5000, 0), 500, 1e-9); // 0: speed kept
+    assert_float_equal(decider_memory_backlog(m, 0, 5250, 0), 250, 1e-9);
+    // Two routings, 4 s apart, read 0.25 s after the second: (e^(−4/60) + 1) × e^(−0.25/60).
+    double recent = (exp(-4.0 / 60.0) + 1) * exp(-0.25 / 60.0);
+    assert_float_equal(decider_memory_recent(m, 0, 5250), recent, 1e-9);
+    assert_float_equal(decider_memory_recent(m, 0, 5000), recent, 1e-9); // no time travel
+    assert_float_equal(decider_memory_recent(m, 0, 65250), recent * exp(-1.0), 1e-9);
+    assert_float_equal(decider_memory_backlog(m, 1, 5250, 1000), 0, 1e-9);
+    assert_float_equal(decider_memory_backlog(m, -1, 5250, 1000), 0, 1e-9);
+    assert_float_equal(decider_memory_backlog(m, IPL_INDEX_MAX_WORKERS, 5250, 1000), 0, 1e-9);
+
+    // Pending: blocks 3..7 of a prompt routed to worker 2 (it held 0..2), until t = 10 s.
+    uint64_t h[10], other[10];
+    for (int i = 0; i < 10; i++)
+        h[i] = other[i] = 0x9000 + (uint64_t)i;
+    decider_memory_pending_add(m, 2, h, 3, 8, 10000);
+    assert_int_equal(decider_memory_pending_match(m, 2, h, 10, 3, 9000), 8);
+    assert_int_equal(decider_memory_pending_match(m, 2, h, 10, 9, 9000), 9);  // holds more
+    assert_int_equal(decider_memory_pending_match(m, 2, h, 6, 3, 9000), 6);   // shorter prompt
+    assert_int_equal(decider_memory_pending_match(m, 2, h, 10, 2, 9000), 2);  // lost block 2
+    assert_int_equal(decider_memory_pending_match(m, 1, h, 10, 3, 9000), 3);  // other worker
+    assert_int_equal(decider_memory_pending_match(m, 2, h, 10, 3, 10000), 3); // expired
+    other[5] = 0xdead; // diverges at block 5 (chained hashes: every later block differs too)
+    for (int i = 6; i < 10; i++)
+        other[i] = 0xdead + (uint64_t)i;
+    assert_int_equal(decider_memory_pending_match(m, 2, other, 10, 3, 9000), 5);
+    other[3] = 0xbeef; // another prompt from block 3 on
+    assert_int_equal(decider_memory_pending_match(m, 2, other, 10, 3, 9000), 3);
+    decider_memory_pending_add(m, 2, h, 8, 8, 20000); // nothing to compute: nothing pending
+    assert_int_equal(decider_memory_pending_match(m, 2, h, 10, 3, 12000), 3);
+    decider_memory_destroy(&m);
+    assert_null(m);
+}
+
+// A prompt routed to a busy worker stays there while its prefill is still ahead (pending),
+// even after the ledger's optimistic blocks (TTL 2 s) expired and before any KV event; then,
+// unconfirmed, it stops attracting.
+static void test_ttft_waits_for_a_pending_prefix(void **state)
+{
+    s_fix_t *f = *state;
+    uint64_t p[40];
+    for (int i = 0; i < 40; i++)
+        p[i] = 0x7a7a000 + (uint64_t)i;
+    // Every worker 20 waiting × 256 tokens: ~1.7 s of wait; the prompt's 640 tokens 0.21 s.
+    const uint64_t q[3] = {20, 20, 20};
+    const double kv[3] = {0, 0, 0};
+    s_reload(f, q, kv);
+    assert_int_equal(s_route_n(f, "ttft", p, 40, true), IPL_ROUTE_OK);
+    assert_string_equal(f->d.reason, "least_loaded");
+    const char *first = f->d.worker->name;
+    assert_true(f->d.predicted_ttft_s > 1.5); // pending until ~1.9 + 2 s from now
+    // 3.5 s later (the ledger assumed it for 2-3 s), fresh samples, nothing in flight.
+    f->wall += 11000;
+    f->mono += 3500;
+    const char *names[] = {"w1", "w2", "w3"};
+    for (int i = 0; i < 3; i++)
+        s_load(f, names[i], 0, 20, 0, IPL_HEALTH_UP);
+    assert_int_equal(s_route_n(f, "ttft", p, 40, false), IPL_ROUTE_OK);
+    assert_string_equal(f->d.worker->name, first);
+    assert_string_equal(f->d.reason, "cache_hit");
+    assert_int_equal(f->d.cached_tokens, 640);
+    assert_non_null(strstr(s_cand(f, first)->c.note, "40 blocks pending"));
+    // No KV event confirms it: the second routing added nothing pending (the prompt was
+    // pending whole), and the ledger's assumption from it lasts at most 1.5 × its TTL (3 s):
+    // forgotten.
+    f->mono += 3100;
+    assert_int_equal(s_route_n(f, "ttft", p, 40, false), IPL_ROUTE_OK);
+    assert_int_equal(f->d.cached_tokens, 0);
+}
+
+// The load gate weighs only the requests beyond those in this router's backlog: w3 holds 98 of
+// 100 blocks of a family of prompts (distinct last 2 blocks); 6 of them routed there at once
+// make its queue 6 > 0 + 4, but they are the router's own (32 tokens of prefill each, in its
+// backlog): the 7th still goes to w3. The same queue from a sample after the backlog drained
+// (load the router cannot account for) is gated.
+static void test_ttft_gate_spares_the_own_backlog(void **state)
+{
+    s_fix_t *f = *state;
+    s_store(f, "w3", s_hashes, 98);
+    uint64_t p[100];
+    memcpy(p, s_hashes, sizeof p);
+    f->wall += 11000;
+    f->mono += 4000;
+    for (uint64_t k = 0; k < 7; k++) {
+        p[98] = 0xf00000 + 2 * k;
+        p[99] = 0xf00001 + 2 * k;
+        assert_int_equal(s_route_n(f, "ttft", p, 100, false), IPL_ROUTE_OK);
+        assert_string_equal(f->d.worker->name, "w3");
+        assert_string_equal(f->d.reason, "cache_hit");
+        assert_int_equal(s_cand(f, "w3")->queue, k);
+        assert_true(s_cand(f, "w3")->c.eligible);
+    }
+    f->wall += 11000;
+    f->mono += 1000;
+    s_load(f, "w3", 0, 6, 0, IPL_HEALTH_UP);
+    p[98] = 0xf10000;
+    assert_int_equal(s_route_n(f, "ttft", p, 100, false), IPL_ROUTE_OK);
+    assert_int_equal(s_cand(f, "w3")->queue, 6);
+    assert_false(s_cand(f, "w3")->c.eligible);
+    assert_non_null(strstr(s_cand(f, "w3")->c.note, "load gate: queue 6 > least loaded 0 + 4"));
+    assert_string_equal(f->d.reason, "load_gate");
+}
+
+// A terse router decides the same without writing notes or the detail.
+static void test_terse(void **state)
+{
+    s_fix_t *f = *state;
+    decider_router_config_t cfg;
+    decider_router_config_defaults(&cfg);
+    cfg.seed = 3;
+    cfg.terse = true;
+    decider_router_t *terse = decider_router_new(&cfg);
+    decider_decision_t d;
+    decider_decision_init(&d);
+    const char *strategies[] = {"ttft", "gie-default", "dynamo-cost", "sglang-cache-aware",
+                                "prefix-hash"};
+    for (size_t k = 0; k < sizeof strategies / sizeof *strategies; k++) {
+        decider_request_t req = {.model = "m",
+                                 .strategy = strategies[k],
+                                 .prompt_tokens = NB * BS,
+                                 .block_size = BS,
+                                 .hashes = s_hashes,
+                                 .nhashes = NB};
+        assert_int_equal(
+            decider_router_route_at(terse, &s_policy, f->state, 0, &req, &d, f->wall, f->mono),
+            IPL_ROUTE_OK);
+        assert_int_equal(s_route_n(f, strategies[k], s_hashes, NB, false), IPL_ROUTE_OK);
+        assert_string_equal(d.worker->name, f->d.worker->name);
+        assert_string_equal(d.reason, f->d.reason);
+        assert_float_equal(d.predicted_ttft_s, f->d.predicted_ttft_s, 1e-12);
+        assert_string_equal(d.detail, "");
+        assert_true(strlen(f->d.detail) > 0);
+        for (uint32_t i = 0; i < d.ncands; i++)
+            assert_string_equal(d.cands[i].c.note, "");
+    }
+    decider_decision_clear(&d);
+    decider_router_destroy(&terse);
+}
+
 int main(void)
 {
     ipl_log_set_level(IPL_LOG_OFF);
@@ -348,6 +508,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sglang_cache_aware, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_prefix_hash, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_pool_strategy_and_default, s_setup, s_teardown),
+        cmocka_unit_test(test_ttft_memory),
+        cmocka_unit_test_setup_teardown(test_ttft_waits_for_a_pending_prefix, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_ttft_gate_spares_the_own_backlog, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_terse, s_setup, s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -146,7 +146,9 @@ static void test_valid_policy_compiles_sorted(void **state)
     assert_string_equal(p->workers[0].model, "big-model");
     assert_int_equal(p->workers[0].block_size, 32);
     assert_string_equal(p->workers[0].replay_endpoint, "");
+    assert_string_equal(p->workers[0].worker_set, "big"); // the decider's calibration key
     assert_string_equal(p->workers[1].name, "w1");
+    assert_string_equal(p->workers[1].worker_set, "small");
     assert_string_equal(p->workers[1].url, "http://127.0.0.1:8101"); // trailing '/' dropped
     assert_string_equal(p->workers[1].metrics_url, "http://127.0.0.1:8101/metrics");
     assert_string_equal(p->workers[1].kv_endpoint, "tcp://127.0.0.1:5601");
