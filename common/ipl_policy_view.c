@@ -15,6 +15,7 @@
  * publication that arrives late, or a duplicate from the periodic republish, is ignored.
  */
 #include "ipl_policy_view.h"
+#include "ipl_zmq.h"
 
 #include <czmq.h>
 #include <pthread.h>
@@ -80,20 +81,13 @@ static bool s_receive(ipl_policy_view_t *self, zsock_t *sock, const char *from)
 {
     void *raw = zsock_resolve(sock);
     zmq_msg_t frame;
-    zmq_msg_init(&frame);
-    if (zmq_msg_recv(&frame, raw, ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close(&frame);
+    int kept;
+    size_t parts = ipl_zmq_recv_parts(raw, &frame, 1, &kept);
+    if (parts == 0) {
+        ipl_zmq_close_parts(&frame, kept);
         return false;
     }
-    int rc = IPL_OK;
-    if (zmq_msg_more(&frame)) {
-        rc = IPL_E_TRAILING; // we never send multi-frame messages: drain and drop
-        while (zmq_msg_more(&frame)) {
-            zmq_msg_close(&frame);
-            zmq_msg_init(&frame);
-            if (zmq_msg_recv(&frame, raw, ZMQ_DONTWAIT) < 0) break;
-        }
-    }
+    int rc = parts > 1 ? IPL_E_TRAILING : IPL_OK; // we never send multi-frame messages
     ipl_policy_snap_t *snap = NULL;
     if (rc == IPL_OK) {
         snap = calloc(1, sizeof *snap);
@@ -106,7 +100,7 @@ static bool s_receive(ipl_policy_view_t *self, zsock_t *sock, const char *from)
             rc = IPL_E_UNKNOWN;
         }
     }
-    zmq_msg_close(&frame);
+    ipl_zmq_close_parts(&frame, kept);
     if (rc != IPL_OK) {
         free(snap);
         atomic_fetch_add(&self->dropped, 1);

@@ -17,6 +17,7 @@
 #include "ipl_error.h"
 #include "ipl_log.h"
 #include "ipl_signal.h"
+#include "ipl_zmq.h"
 
 #define S_MAX_FRAME        (16 << 20) /* a KV_EVENT of 65,536 hashes is ~600 KB */
 #define S_DRAIN_BUDGET     4096       /* frames handled per socket per poll round */
@@ -261,46 +262,18 @@ static void s_ingest(aggregator_server_t *self, const void *buf, size_t len)
     ipl_msg_clear(&msg);
 }
 
-/* Receives one whole message from `sock`; a multipart message is consumed entirely and
- * reported as such. Returns the number of parts received (0: nothing waiting). The first
- * part stays in `first`, the second in `second` (when there is one). */
-static int s_recv(void *sock, zmq_msg_t *first, zmq_msg_t *second)
-{
-    if (zmq_msg_recv(first, sock, ZMQ_DONTWAIT) < 0) return 0;
-    int parts = 1;
-    bool more = zmq_msg_more(first);
-    while (more) {
-        zmq_msg_t *dst = parts == 1 ? second : NULL;
-        zmq_msg_t scratch;
-        if (!dst) {
-            zmq_msg_init(&scratch);
-            dst = &scratch;
-        }
-        if (zmq_msg_recv(dst, sock, 0) < 0) {
-            if (dst == &scratch) zmq_msg_close(&scratch);
-            break;
-        }
-        parts++;
-        more = zmq_msg_more(dst);
-        if (dst == &scratch) zmq_msg_close(&scratch);
-    }
-    return parts;
-}
-
 static void s_drain_pull(aggregator_server_t *self)
 {
     void *sock = zsock_resolve(self->sock[S_PULL]);
     for (int budget = S_DRAIN_BUDGET; budget > 0; budget--) {
-        zmq_msg_t a, b;
-        zmq_msg_init(&a);
-        zmq_msg_init(&b);
-        int parts = s_recv(sock, &a, &b);
+        zmq_msg_t a;
+        int kept;
+        size_t parts = ipl_zmq_recv_parts(sock, &a, 1, &kept);
         if (parts == 1)
             s_ingest(self, zmq_msg_data(&a), zmq_msg_size(&a));
         else if (parts > 1)
             s_drop(self, "pull", "multipart", zmq_msg_size(&a));
-        zmq_msg_close(&a);
-        zmq_msg_close(&b);
+        ipl_zmq_close_parts(&a, kept);
         if (parts == 0) return;
     }
 }
@@ -362,18 +335,16 @@ static void s_drain_snapshot(aggregator_server_t *self)
 {
     void *sock = zsock_resolve(self->sock[S_SNAPSHOT]);
     for (int budget = 64; budget > 0; budget--) {
-        zmq_msg_t id, body;
-        zmq_msg_init(&id);
-        zmq_msg_init(&body);
-        int parts = s_recv(sock, &id, &body);
+        zmq_msg_t part[2]; /* [identity, SNAPSHOT_REQ] */
+        int kept;
+        size_t parts = ipl_zmq_recv_parts(sock, part, 2, &kept);
         if (parts == 2)
-            s_snapshot(self, &id, zmq_msg_data(&body), zmq_msg_size(&body));
+            s_snapshot(self, &part[0], zmq_msg_data(&part[1]), zmq_msg_size(&part[1]));
         else if (parts > 2)
-            s_drop(self, "snapshot", "multipart", zmq_msg_size(&body));
+            s_drop(self, "snapshot", "multipart", zmq_msg_size(&part[1]));
         else if (parts == 1)
-            s_drop(self, "snapshot", "invalid", zmq_msg_size(&id)); /* no identity: cannot be */
-        zmq_msg_close(&id);
-        zmq_msg_close(&body);
+            s_drop(self, "snapshot", "invalid", zmq_msg_size(&part[0])); /* no identity */
+        ipl_zmq_close_parts(part, kept);
         if (parts == 0) return;
     }
 }

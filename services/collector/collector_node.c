@@ -22,6 +22,7 @@
 #include "ipl_policy_view.h"
 #include "ipl_proto.h"
 #include "ipl_signal.h"
+#include "ipl_zmq.h"
 
 _Static_assert((int)COLLECTOR_OP_STORED == (int)IPL_KV_OP_STORED &&
                    (int)COLLECTOR_OP_REMOVED == (int)IPL_KV_OP_REMOVED &&
@@ -601,43 +602,13 @@ static void s_scrape_round(collector_node_t *self)
 /* ------------------------------------------------------------------------------------------ */
 /* KV events */
 
-/* Receives one whole multipart message without waiting: its first `max` frames stay in
- * `part` (the caller closes *nparts of them), the rest are dropped. Returns the number of
- * frames the message had (0: nothing waiting). */
-static size_t s_recv_parts(void *sock, zmq_msg_t *part, int max, int *nparts)
-{
-    size_t total = 0;
-    *nparts = 0;
-    for (bool more = true; more;) {
-        zmq_msg_t scratch, *dst = *nparts < max ? &part[*nparts] : &scratch;
-        zmq_msg_init(dst);
-        if (zmq_msg_recv(dst, sock, total == 0 ? ZMQ_DONTWAIT : 0) < 0) {
-            zmq_msg_close(dst);
-            break;
-        }
-        total++;
-        more = zmq_msg_more(dst);
-        if (dst == &scratch)
-            zmq_msg_close(&scratch);
-        else
-            (*nparts)++;
-    }
-    return total;
-}
-
-static void s_close_parts(zmq_msg_t *part, int nparts)
-{
-    for (int i = 0; i < nparts; i++)
-        zmq_msg_close(&part[i]);
-}
-
 static void s_drain_sub(collector_node_t *self, s_worker_t *w)
 {
     void *sock = zsock_resolve(w->sub);
     for (int budget = S_DRAIN_BUDGET; budget > 0; budget--) {
         zmq_msg_t part[3];
         int nparts;
-        size_t total = s_recv_parts(sock, part, 3, &nparts);
+        size_t total = ipl_zmq_recv_parts(sock, part, 3, &nparts);
         if (total == 0) return;
         if (total != 3) {
             s_drop(self, w->spec.name, "bad_frames", zmq_msg_size(&part[0]));
@@ -647,7 +618,7 @@ static void s_drain_sub(collector_node_t *self, s_worker_t *w)
                                          zmq_msg_data(&part[2]), zmq_msg_size(&part[2]));
             if (rc != 0) s_drop(self, w->spec.name, ipl_strerror(rc), zmq_msg_size(&part[2]));
         }
-        s_close_parts(part, nparts);
+        ipl_zmq_close_parts(part, nparts);
     }
 }
 
@@ -658,7 +629,7 @@ static void s_drain_replay(collector_node_t *self, s_worker_t *w)
     for (int budget = S_DRAIN_BUDGET; budget > 0 && w->replay; budget--) {
         zmq_msg_t part[4];
         int nparts;
-        size_t total = s_recv_parts(zsock_resolve(w->replay), part, 4, &nparts);
+        size_t total = ipl_zmq_recv_parts(zsock_resolve(w->replay), part, 4, &nparts);
         if (total == 0) return;
         const uint8_t *frames[3];
         size_t lens[3], n = 0;
@@ -672,7 +643,7 @@ static void s_drain_replay(collector_node_t *self, s_worker_t *w)
         int rc = collector_stream_replay_reply(w->stream, frames, lens, n);
         if (rc != 0)
             s_drop(self, w->spec.name, "bad_replay_reply", zmq_msg_size(&part[nparts - 1]));
-        s_close_parts(part, nparts);
+        ipl_zmq_close_parts(part, nparts);
     }
 }
 

@@ -14,6 +14,7 @@
 #include "ipl_log.h"
 #include "ipl_service.h"
 #include "ipl_signal.h"
+#include "ipl_zmq.h"
 
 #define S_MAX_FRAME (1 << 20) /* a RECORD is a few hundred bytes */
 
@@ -22,25 +23,18 @@ static void s_drain(void *pull, exporter_series_t *series)
 {
     for (int budget = 1000; budget > 0; budget--) {
         zmq_msg_t frame;
-        zmq_msg_init(&frame);
-        if (zmq_msg_recv(&frame, pull, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&frame);
-            return; /* EAGAIN, or EINTR: the poll loop comes back */
-        }
-        if (zmq_msg_more(&frame)) {
+        int kept;
+        size_t parts = ipl_zmq_recv_parts(pull, &frame, 1, &kept);
+        if (parts > 1) {
             /* A RECORD is one frame; drop every part of a multipart message. */
             exporter_series_drop(series, "multipart");
-            IPL_LOG_EVERY(10, IPL_LOG_WARN, "frame_dropped", "reason=multipart bytes=%zu",
-                          zmq_msg_size(&frame));
-            while (zmq_msg_more(&frame)) {
-                zmq_msg_close(&frame);
-                zmq_msg_init(&frame);
-                if (zmq_msg_recv(&frame, pull, 0) < 0) break;
-            }
-        } else {
+            IPL_LOG_EVERY(10, IPL_LOG_WARN, "frame_dropped", "reason=multipart parts=%zu",
+                          parts);
+        } else if (parts == 1) {
             exporter_series_frame(series, zmq_msg_data(&frame), zmq_msg_size(&frame));
         }
-        zmq_msg_close(&frame);
+        ipl_zmq_close_parts(&frame, kept);
+        if (parts == 0) return; /* EAGAIN, or EINTR: the poll loop comes back */
     }
 }
 

@@ -20,6 +20,7 @@
 #include "ipl_clock.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
+#include "ipl_zmq.h"
 
 #define S_POLL_SLICE_MS 50
 #define S_MAX_SOCKETS   256 /* questions in flight at once; more wait for a free socket */
@@ -256,25 +257,23 @@ static void s_give(gateway_route_t *self, s_sock_t *s)
  * Returns 0 for an awaited ROUTE_REP, IPL_E_AGAIN for a dropped frame (counted), IPL_E_IO. */
 static int s_recv(gateway_route_t *self, void *raw, uint64_t req_id, ipl_msg_t *rep)
 {
-    zmq_msg_t frame;
-    zmq_msg_init(&frame);
-    if (zmq_msg_recv(&frame, raw, ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close(&frame);
+    /* A ROUTER answers [message]; tolerate a leading empty delimiter (REQ-style peers). */
+    zmq_msg_t part[2];
+    int kept;
+    size_t parts = ipl_zmq_recv_parts(raw, part, 2, &kept);
+    if (parts == 0) {
+        ipl_zmq_close_parts(part, kept);
         return zmq_errno() == EAGAIN || zmq_errno() == EINTR ? IPL_E_AGAIN : IPL_E_IO;
     }
-    /* A ROUTER answers [message]; tolerate a leading empty delimiter (REQ-style peers). */
-    while (zmq_msg_more(&frame)) {
-        zmq_msg_close(&frame);
-        zmq_msg_init(&frame);
-        if (zmq_msg_recv(&frame, raw, 0) < 0) {
-            zmq_msg_close(&frame);
-            return IPL_E_IO;
-        }
-    }
     ipl_msg_t msg = {0};
-    int rc = ipl_msg_decode(zmq_msg_data(&frame), zmq_msg_size(&frame), &msg);
-    size_t size = zmq_msg_size(&frame);
-    zmq_msg_close(&frame);
+    int rc = IPL_E_TRAILING; /* more frames than [delimiter,] message */
+    size_t size = 0;
+    if (parts == 1 || (parts == 2 && zmq_msg_size(&part[0]) == 0)) {
+        zmq_msg_t *frame = &part[parts - 1];
+        size = zmq_msg_size(frame);
+        rc = ipl_msg_decode(zmq_msg_data(frame), size, &msg);
+    }
+    ipl_zmq_close_parts(part, kept);
     if (rc != 0) {
         ipl_metric_inc(self->malformed);
         IPL_LOG_EVERY(10, IPL_LOG_WARN, "route_reply_dropped", "reason=%s bytes=%zu",

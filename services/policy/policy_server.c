@@ -24,6 +24,7 @@
 #include "ipl_log.h"
 #include "ipl_proto.h"
 #include "ipl_signal.h"
+#include "ipl_zmq.h"
 #include "policy_compiler.h"
 
 #define S_WATCH_MS      1000 // how often the directory's mtimes are compared
@@ -158,22 +159,9 @@ static void s_drop(policy_server_t *self, const char *reason)
 static void s_serve_one(policy_server_t *self)
 {
     void *raw = zsock_resolve(self->rep);
-    zmq_msg_t parts[3];
-    int n = 0;
-    bool more = true;
-    while (more) {
-        zmq_msg_t part;
-        zmq_msg_init(&part);
-        if (zmq_msg_recv(&part, raw, n == 0 ? ZMQ_DONTWAIT : 0) < 0) {
-            zmq_msg_close(&part);
-            break;
-        }
-        more = zmq_msg_more(&part);
-        if (n < 3)
-            parts[n++] = part; // keep identity, message and one more to know it is too many
-        else
-            zmq_msg_close(&part);
-    }
+    zmq_msg_t parts[2]; // [identity, POLICY_REQ]
+    int kept;
+    size_t n = ipl_zmq_recv_parts(raw, parts, 2, &kept);
     if (n == 0) return;
     if (n != 2) {
         s_drop(self, "frames");
@@ -196,8 +184,7 @@ static void s_serve_one(policy_server_t *self)
         }
         if (rc == IPL_OK) ipl_msg_clear(&msg);
     }
-    for (int i = 0; i < n; i++)
-        zmq_msg_close(&parts[i]);
+    ipl_zmq_close_parts(parts, kept);
 }
 
 // ---- reload -----------------------------------------------------------------------------------
