@@ -494,13 +494,7 @@ static void s_debug_state(void *arg, const ipl_http_req_t *req, ipl_http_resp_t 
         max_hashes = v > S_DEBUG_MAX_HASHES ? S_DEBUG_MAX_HASHES : (size_t)v;
     }
     cJSON *root = s_state_json(self, max_hashes);
-    char *json = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    if (!json) {
-        ipl_http_resp_error(resp, 500, "server_error", "out of memory");
-        return;
-    }
-    ipl_http_resp_take(resp, 200, "application/json", &json, strlen(json));
+    ipl_http_resp_json(resp, 200, &root);
 }
 
 void aggregator_server_routes(aggregator_server_t *self, ipl_httpd_t *httpd)

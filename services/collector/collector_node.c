@@ -827,13 +827,7 @@ static void s_debug_workers(void *arg, const ipl_http_req_t *req, ipl_http_resp_
         cJSON_AddItemToArray(arr, o);
     }
     pthread_mutex_unlock(&self->lock);
-    char *json = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    if (!json) {
-        ipl_http_resp_error(resp, 500, "server_error", "out of memory");
-        return;
-    }
-    ipl_http_resp_take(resp, 200, "application/json", &json, strlen(json));
+    ipl_http_resp_json(resp, 200, &root);
 }
 
 void collector_node_routes(collector_node_t *self, ipl_httpd_t *httpd)
