@@ -181,7 +181,11 @@ enum {
     F(X, u64, prompt_tokens, "prompt length in tokens")                                            \
     F(X, u64, block_size, "block size the hashes were computed with")                              \
     F(X, u64s, hashes, "chained hashes of the prompt's full blocks")                               \
-    F(X, str, strategy, "strategy override (\"\" for the pool's)")
+    F(X, str, strategy, "strategy override (\"\" for the pool's)")                                 \
+    F(X, opt_u64, explain,                                                                         \
+      "1: explain the decision (every candidate's note, the detail), as inferplanectl asks; 0 "    \
+      "(gateways, and senders that predate it): decide tersely, notes and detail empty, every "    \
+      "candidate's figures as ever")
 
 #define IPL_PROTO_FIELDS_route_rep(F, A, X)                                                        \
     F(X, u64, req_id, "from the request")                                                          \

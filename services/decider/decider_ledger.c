@@ -40,7 +40,20 @@ struct decider_ledger {
     bool started;                                 // rotated_ms is set
     s_ring_t ring[IPL_INDEX_MAX_WORKERS];
     uint32_t scratch[IPL_INDEX_MAX_WORKERS]; // s_match's per-generation result
+    uint32_t grow[IPL_INDEX_MAX_WORKERS];    // s_match: workers whose chain may continue
     uint32_t held[IPL_INDEX_MAX_WORKERS];    // s_assume's prefix per worker
+    // What changes the optimistic blocks (an assumption added, a rotation) bumps `epoch`; the
+    // last decider_ledger_match is kept in `memo` for decider_ledger_record_matched while the
+    // epoch, the hashes and the clock are the same.
+    uint64_t epoch;
+    struct {
+        bool valid;
+        const uint64_t *hashes;
+        size_t n;
+        uint64_t mono_ms, epoch;
+        int nworkers; // workers created later hold nothing in it
+        uint32_t prefix[IPL_INDEX_MAX_WORKERS];
+    } memo;
 
     pthread_mutex_t inbox_lock; // guards the fields below, except `pending`
     s_peer_t *inbox_head, *inbox_tail;
@@ -90,8 +103,10 @@ void decider_ledger_destroy(decider_ledger_t **self_p)
 // The ledger id of `name`, without applying the inbox.
 static int s_worker(decider_ledger_t *self, const char *name)
 {
-    int id = -1;
-    // Every generation names the same workers in the same order, so ids agree.
+    // Every generation names the same workers in the same order, so ids agree: one known to
+    // the newest is known to all.
+    int id = ipl_index_find_worker(self->gen[0], name);
+    if (id >= 0) return id;
     for (int g = 0; g < DECIDER_LEDGER_GENERATIONS; g++)
         id = ipl_index_worker(self->gen[g], name);
     return id;
@@ -126,8 +141,41 @@ static void s_rotate(decider_ledger_t *self, uint64_t mono_ms)
         memmove(&self->gen[1], &self->gen[0], (DECIDER_LEDGER_GENERATIONS - 1) * sizeof *self->gen);
         self->gen[0] = fresh;
         self->rotated_ms += period;
+        self->epoch++;
     }
     if (mono_ms - self->rotated_ms >= period) self->rotated_ms = mono_ms;
+}
+
+// One continuation step in generation `gen` for the workers self->grow[0..ngrow) (sorted by
+// id): each one holding blocks there and not at the prompt's end yet extends prefix[w] by the
+// blocks gen assumes for it from there, and marks `grew`. Workers at the same offset share one
+// match.
+static void s_continue(decider_ledger_t *self, const ipl_index_t *gen, const uint64_t *hashes,
+                       size_t n, uint32_t *prefix, size_t m, size_t ngrow, uint8_t *grew)
+{
+    uint32_t start[IPL_INDEX_MAX_WORKERS]; // each worker's offset before this step
+    for (size_t k = 0; k < ngrow; k++)
+        start[k] = prefix[self->grow[k]];
+    uint8_t done[IPL_INDEX_MAX_WORKERS] = {0};
+    for (size_t k = 0; k < ngrow; k++) {
+        if (done[k]) continue;
+        uint32_t off = start[k];
+        bool matched = false;
+        for (size_t j = k; j < ngrow; j++) {
+            if (done[j] || start[j] != off) continue;
+            done[j] = 1;
+            uint32_t w = self->grow[j];
+            if (off >= n || ipl_index_worker_blocks(gen, (int)w) == 0) continue;
+            if (!matched) {
+                ipl_index_match(gen, hashes + off, n - off, self->scratch, m);
+                matched = true;
+            }
+            if (self->scratch[w]) {
+                prefix[w] = off + self->scratch[w];
+                grew[w / 8] |= (uint8_t)(1u << (w % 8));
+            }
+        }
+    }
 }
 
 // decider_ledger_match without applying the inbox first.
@@ -147,23 +195,27 @@ static size_t s_match(decider_ledger_t *self, const uint64_t *hashes, size_t n, 
         for (size_t w = 0; w < m; w++)
             if (self->scratch[w] > prefix[w]) prefix[w] = self->scratch[w];
     }
-    size_t best = 0;
-    for (size_t w = 0; any && w < m; w++) {
-        // A chain assumed in two steps (a longer prompt routed later) is split across
-        // generations: continue it from where the longest part ends, in any generation.
-        for (bool grew = prefix[w] > 0; grew && prefix[w] < n;) {
-            grew = false;
-            for (int g = 0; g < DECIDER_LEDGER_GENERATIONS && prefix[w] < n; g++) {
-                if (ipl_index_worker_blocks(self->gen[g], (int)w) == 0) continue;
-                ipl_index_match(self->gen[g], hashes + prefix[w], n - prefix[w], self->scratch, m);
-                if (self->scratch[w]) {
-                    prefix[w] += self->scratch[w];
-                    grew = true;
-                }
-            }
+    // A chain assumed in two steps (a longer prompt routed later) is split across generations:
+    // continue it from where the longest part ends, in any generation, until it stops growing.
+    // Every worker steps through the generations in lockstep, and one match from an offset
+    // serves every worker continuing from there (a match reports all workers).
+    size_t ngrow = 0;
+    for (size_t w = 0; any && w < m; w++)
+        if (prefix[w] > 0 && prefix[w] < n) self->grow[ngrow++] = (uint32_t)w;
+    while (ngrow) {
+        uint8_t grew[IPL_INDEX_MAX_WORKERS / 8] = {0}; // bit per worker
+        for (int g = 0; g < DECIDER_LEDGER_GENERATIONS; g++)
+            s_continue(self, self->gen[g], hashes, n, prefix, m, ngrow, grew);
+        size_t keep = 0;
+        for (size_t k = 0; k < ngrow; k++) {
+            uint32_t w = self->grow[k];
+            if ((grew[w / 8] >> (w % 8) & 1) && prefix[w] < n) self->grow[keep++] = w;
         }
-        if (prefix[w] > best) best = prefix[w];
+        ngrow = keep;
     }
+    size_t best = 0;
+    for (size_t w = 0; w < m; w++)
+        if (prefix[w] > best) best = prefix[w];
     return best;
 }
 
@@ -171,7 +223,18 @@ size_t decider_ledger_match(decider_ledger_t *self, const uint64_t *hashes, size
                             uint32_t *prefix, size_t max, uint64_t mono_ms)
 {
     decider_ledger_apply_peers(self);
-    return s_match(self, hashes, n, prefix, max, mono_ms);
+    size_t best = s_match(self, hashes, n, prefix, max, mono_ms);
+    int nworkers = ipl_index_nworkers(self->gen[0]);
+    self->memo.valid = max >= (size_t)nworkers;
+    if (self->memo.valid) {
+        self->memo.hashes = hashes;
+        self->memo.n = n;
+        self->memo.mono_ms = mono_ms;
+        self->memo.epoch = self->epoch;
+        self->memo.nworkers = nworkers;
+        memcpy(self->memo.prefix, prefix, (size_t)nworkers * sizeof *prefix);
+    }
+    return best;
 }
 
 // Records a routing in `worker`'s ring, keeping the ring in time order (a peer's routing may
@@ -193,26 +256,54 @@ static void s_ring_add(s_ring_t *r, uint64_t wall_ms, uint64_t tokens)
     r->tokens[pos] = tokens > UINT32_MAX ? UINT32_MAX : (uint32_t)tokens;
 }
 
+// The leading blocks of `hashes` that `worker` is assumed to hold at mono_ms: the memo of the
+// last decider_ledger_match when `matched` says these are its hashes and nothing changed since,
+// else a match.
+static size_t s_held(decider_ledger_t *self, int worker, const uint64_t *hashes, size_t n,
+                     uint64_t mono_ms, bool matched)
+{
+    if (matched && self->memo.valid && self->memo.epoch == self->epoch &&
+        self->memo.hashes == hashes && self->memo.n == n && self->memo.mono_ms == mono_ms)
+        return worker < self->memo.nworkers ? self->memo.prefix[worker] : 0;
+    s_match(self, hashes, n, self->held, IPL_INDEX_MAX_WORKERS, mono_ms);
+    return self->held[worker];
+}
+
 // Assumes `worker` holds the blocks (those not already assumed: an assumption is never
 // extended, see the header), in the generation that was the newest at `mono_ms`.
 static void s_assume(decider_ledger_t *self, int worker, const uint64_t *hashes, size_t n,
-                     uint64_t mono_ms)
+                     uint64_t mono_ms, bool matched)
 {
     if (!self->ttl_ms || n == 0) return;
-    s_match(self, hashes, n, self->held, IPL_INDEX_MAX_WORKERS, mono_ms);
+    size_t have = s_held(self, worker, hashes, n, mono_ms, matched);
     uint64_t period = self->ttl_ms / 2 ? self->ttl_ms / 2 : 1;
     uint64_t g = mono_ms >= self->rotated_ms ? 0 : 1 + (self->rotated_ms - 1 - mono_ms) / period;
     if (g >= DECIDER_LEDGER_GENERATIONS) return; // already expired
-    size_t have = self->held[worker];
-    if (have < n) ipl_index_add(self->gen[g], worker, hashes + have, n - have);
+    if (have < n) {
+        ipl_index_add(self->gen[g], worker, hashes + have, n - have);
+        self->epoch++;
+    }
+}
+
+static void s_record(decider_ledger_t *self, int worker, const uint64_t *hashes, size_t n,
+                     uint64_t uncached_tokens, uint64_t wall_ms, uint64_t mono_ms, bool matched)
+{
+    if (worker < 0 || worker >= IPL_INDEX_MAX_WORKERS) return;
+    s_ring_add(&self->ring[worker], wall_ms, uncached_tokens);
+    s_assume(self, worker, hashes, n, mono_ms, matched);
 }
 
 void decider_ledger_record(decider_ledger_t *self, int worker, const uint64_t *hashes, size_t n,
                            uint64_t uncached_tokens, uint64_t wall_ms, uint64_t mono_ms)
 {
-    if (worker < 0 || worker >= IPL_INDEX_MAX_WORKERS) return;
-    s_ring_add(&self->ring[worker], wall_ms, uncached_tokens);
-    s_assume(self, worker, hashes, n, mono_ms);
+    s_record(self, worker, hashes, n, uncached_tokens, wall_ms, mono_ms, false);
+}
+
+void decider_ledger_record_matched(decider_ledger_t *self, int worker, const uint64_t *hashes,
+                                   size_t n, uint64_t uncached_tokens, uint64_t wall_ms,
+                                   uint64_t mono_ms)
+{
+    s_record(self, worker, hashes, n, uncached_tokens, wall_ms, mono_ms, true);
 }
 
 void decider_ledger_routed(decider_ledger_t *self, int worker, const uint64_t *hashes, size_t n,

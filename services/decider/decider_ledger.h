@@ -79,6 +79,15 @@ size_t decider_ledger_memberships(const decider_ledger_t *self);
 void decider_ledger_record(decider_ledger_t *self, int worker, const uint64_t *hashes, size_t n,
                            uint64_t uncached_tokens, uint64_t wall_ms, uint64_t mono_ms);
 
+/* decider_ledger_record after a decider_ledger_match of the same prompt (one decision): it
+ * reuses that match instead of matching again, when `hashes` and `n` are the ones matched (the
+ * same memory, unchanged since), `mono_ms` is the same, and nothing changed the optimistic
+ * blocks in between (a recording, a peer routing applied, a rotation); otherwise it matches as
+ * decider_ledger_record does. The result is decider_ledger_record's either way. */
+void decider_ledger_record_matched(decider_ledger_t *self, int worker, const uint64_t *hashes,
+                                   size_t n, uint64_t uncached_tokens, uint64_t wall_ms,
+                                   uint64_t mono_ms);
+
 /* The uncached tokens of the routings decider_ledger_inflight counts. */
 uint64_t decider_ledger_inflight_tokens(const decider_ledger_t *self, int worker,
                                         uint64_t since_wall_ms, uint64_t wall_ms);

@@ -57,6 +57,10 @@ uint32_t decider_pick_random(decider_pick_t *ctx, uint32_t n);
 /* A uniform double in [0, 1). */
 double decider_pick_uniform(decider_pick_t *ctx);
 
+/* Whether this decision writes explanations (candidates' notes, the detail): not when the
+ * router (config.terse) or the request (req->terse) is terse. */
+bool decider_pick_explains(const decider_pick_t *ctx);
+
 /* Declares candidate `winner` the choice with `reason` (static) and a printf detail. */
 void decider_pick_win(decider_pick_t *ctx, int winner, const char *reason, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -218,9 +218,10 @@ static const char *s_health_name(uint64_t health)
 
 typedef struct {
     decider_pick_t pick;
-    bool oracle;       // strategy oracle with a hook: cached tokens are the truth
-    unsigned fallback; // bit per decider_fallback_t
-    int least_over;    // the least loaded candidate above max_queue, or -1
+    bool oracle;         // strategy oracle with a hook: cached tokens are the truth
+    unsigned fallback;   // bit per decider_fallback_t
+    int least_over;      // the least loaded candidate above max_queue, or -1
+    bool ledger_matched; // the ledger matched this request's hashes (s_commit reuses it)
 } s_ctx_t;
 
 static void s_predict(decider_router_t *self, s_ctx_t *ctx)
@@ -327,7 +328,8 @@ static uint32_t s_candidates(decider_router_t *self, s_ctx_t *ctx, const ipl_pol
                         IPL_INDEX_MAX_WORKERS);
     else
         memset(self->index_prefix, 0, nworkers * sizeof *self->index_prefix);
-    if (sizes_match && req->nhashes && !ctx->oracle)
+    ctx->ledger_matched = sizes_match && req->nhashes && !ctx->oracle;
+    if (ctx->ledger_matched)
         decider_ledger_match(self->ledger, req->hashes, req->nhashes, self->ledger_prefix,
                              IPL_INDEX_MAX_WORKERS, mono_ms);
     else
@@ -441,8 +443,13 @@ static void s_commit(decider_router_t *self, s_ctx_t *ctx, uint64_t wall_ms, uin
     const decider_request_t *req = ctx->pick.req;
     bool sizes_match = !req->block_size || req->block_size == ctx->pick.block_size;
     uint64_t uncached = ctx->pick.prompt_tokens - win->c.cached_tokens;
-    decider_ledger_record(self->ledger, win->ledger_id, req->hashes, sizes_match ? req->nhashes : 0,
-                          uncached, wall_ms, mono_ms);
+    size_t n = sizes_match ? req->nhashes : 0;
+    if (ctx->ledger_matched) // the candidates' match, unless a peer routing changed it since
+        decider_ledger_record_matched(self->ledger, win->ledger_id, req->hashes, n, uncached,
+                                      wall_ms, mono_ms);
+    else
+        decider_ledger_record(self->ledger, win->ledger_id, req->hashes, n, uncached, wall_ms,
+                              mono_ms);
     decider_memory_backlog_add(self->memory, win->ledger_id, (double)uncached, mono_ms);
     self->mean_tokens += S_EWMA_ALPHA * ((double)uncached - self->mean_tokens);
     if (self->mean_tokens < S_MIN_REQUEST_TOKENS) self->mean_tokens = S_MIN_REQUEST_TOKENS;

@@ -95,7 +95,8 @@ typedef struct {
     size_t observe_capacity;    /* ... at most this many at once (0: 65536) */
     /* Added for simulations of many decisions (clustersim); false keeps the behaviour noted. */
     bool terse; /* decide without writing explanations: candidates' notes and the decision's
-                   detail stay empty (reasons, figures and predictions are filled as ever) */
+                   detail stay empty (reasons, figures and predictions are filled as ever);
+                   false: per request (decider_request_t.terse) */
 } decider_router_config_t;
 
 /* Fills the defaults: ttft, 3000 tokens/s, 5 ms, 256 tokens, gate 4, TTL 2000, stale 5000,
@@ -119,6 +120,8 @@ struct decider_request {
     const uint64_t *hashes;
     size_t nhashes;
     const void *user; /* opaque, for the oracle hook (NULL in the live decider) */
+    /* Added with per-request explanations; false keeps the behaviour noted. */
+    bool terse; /* decide this request without explanations, as config.terse does for all */
 };
 
 /* One candidate: the wire figures plus what the choice was made of. */

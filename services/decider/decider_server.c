@@ -307,6 +307,7 @@ static void s_route_req(decider_server_t *self, void *raw, zmq_msg_t *identity,
         .block_size = rq->block_size,
         .hashes = rq->hashes,
         .nhashes = rq->hashes_len,
+        .terse = !rq->explain, // gateways never read the notes (HTTP /v1/route explains)
     };
     ipl_policy_snap_t *snap = ipl_policy_view_get(self->policy);
     decider_decision_t *d = &self->decision;

@@ -15,6 +15,9 @@
  * asking connection and req_id (decider_router_remember; the ROUTE_REP says observe = 1), so
  * that the gateway's OBSERVED on that connection calibrates the predictor with the features
  * the decision saw; HTTP decisions are not remembered (nobody reports on them).
+ * A ROUTE_REQ is decided tersely (decider_request_t.terse: candidates' notes and the detail
+ * empty, figures as ever) unless it says explain = 1 (inferplanectl); HTTP decisions always
+ * explain.
  *
  * --state-sub and --state-snapshot list one endpoint per aggregator, paired by position: the
  * decider follows one and moves to the next when it goes silent (--state-silence-ms),

@@ -161,7 +161,7 @@ void decider_pick_win(decider_pick_t *ctx, int winner, const char *reason, const
     out->status = IPL_ROUTE_OK;
     out->cands[winner].c.eligible = true;
     out->detail[0] = '\0';
-    if (ctx->config->terse) return;
+    if (!decider_pick_explains(ctx)) return;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(out->detail, sizeof out->detail, fmt, ap);
@@ -257,10 +257,9 @@ static int s_runner_up(const decider_decision_t *out, int w, s_cmp_fn *cmp)
 
 // ---- ttft (ours) and oracle -------------------------------------------------------------------
 
-// Whether this decision writes explanations (notes, detail): not when the router is terse.
-static bool s_explain(const decider_pick_t *ctx)
+bool decider_pick_explains(const decider_pick_t *ctx)
 {
-    return !ctx->config->terse;
+    return !ctx->config->terse && !ctx->req->terse;
 }
 
 // Writes the prediction, by part, and the cost into the candidate's note.
@@ -550,7 +549,7 @@ static void s_remember_pending(decider_pick_t *ctx, const decider_candidate_t *w
 static void s_pick_ttft(decider_pick_t *ctx)
 {
     decider_decision_t *out = ctx->out;
-    bool explain = s_explain(ctx);
+    bool explain = decider_pick_explains(ctx);
     uint64_t gate = ctx->config->load_gate;
     uint64_t least = UINT64_MAX;
     for (uint32_t i = 0; i < out->ncands; i++)
@@ -673,7 +672,7 @@ static void s_pick_gie(decider_pick_t *ctx)
         double blocks = ctx->block_size ? (double)(c->c.cached_tokens / ctx->block_size) : 0;
         double p = nblocks ? fmin(blocks / (double)nblocks, 1.0) : 0.0;
         c->score = S_GIE_QUEUE_WEIGHT * q + S_GIE_KV_WEIGHT * kv + S_GIE_PREFIX_WEIGHT * p;
-        if (s_explain(ctx))
+        if (decider_pick_explains(ctx))
             decider_candidate_note(c, "score %.3f = 2 x %.3f queue + 2 x %.3f kv + 3 x %.3f prefix",
                                    c->score, q, kv, p);
     }
@@ -717,7 +716,7 @@ static void s_pick_dynamo(decider_pick_t *ctx)
         double active = c->c.kv_usage * (double)c->num_blocks + c->inflight_tokens / bs;
         double decode = active + prefill;
         c->score = S_DYNAMO_OVERLAP_WEIGHT * prefill + decode;
-        if (s_explain(ctx))
+        if (decider_pick_explains(ctx))
             decider_candidate_note(c, "cost %.1f = 1.0 x %.1f prefill + %.1f decode blocks",
                                    c->score, prefill, decode);
     }
@@ -815,7 +814,7 @@ static void s_pick_sglang(decider_pick_t *ctx)
         decider_candidate_t *c = &out->cands[i];
         if (!c->healthy) continue;
         if (prefix[i] > best_match) best_match = prefix[i];
-        if (s_explain(ctx))
+        if (decider_pick_explains(ctx))
             decider_candidate_note(c, "load %llu, tree match %u/%zu blocks, tree %zu blocks",
                                    (unsigned long long)s_load(c), prefix[i], nblocks,
                                    h && ids[i] >= 0 ? decider_history_worker_blocks(h, ids[i]) : 0);
@@ -890,7 +889,7 @@ static void s_pick_prefix_hash(decider_pick_t *ctx)
         n += c->c.eligible;
         if (!c->healthy) continue;
         c->score = (double)prefix[i];
-        if (s_explain(ctx))
+        if (decider_pick_explains(ctx))
             decider_candidate_note(c, "trie match %u blocks%s", prefix[i],
                                    c->c.eligible ? "" : " (shorter than the longest)");
     }
@@ -1097,7 +1096,7 @@ size_t decider_memory_pending_match(decider_memory_t *self, int worker, const ui
         const s_pending_t *e = &r->e[i];
         // Chained hashes: equal blocks at `start` mean equal prompts up to there.
         if (e->until_ms <= mono_ms || !e->n || e->start > held || e->start >= n ||
-            hashes[e->start] != e->hashes[0])
+            e->start + e->n <= best || hashes[e->start] != e->hashes[0]) // or cannot beat best
             continue;
         size_t k = 1;
         while (k < e->n && e->start + k < n && hashes[e->start + k] == e->hashes[k])

@@ -390,6 +390,7 @@ int ctl_route(int argc, char **argv)
         .hashes = hashes,
         .hashes_len = (uint32_t)nblocks,
         .strategy = (char *)(o.strategy ? o.strategy : ""),
+        .explain = 1, // the notes and the detail are what this tool prints
     };
     if (ipl_msg_send(zsock_resolve(dealer), IPL_MSG_ROUTE_REQ, &req, 0) != IPL_OK) {
         fprintf(stderr, "inferplanectl route: cannot send the request\n");

@@ -78,6 +78,61 @@ static void test_optimistic_lifetime_without_extension(void **state)
     decider_ledger_destroy(&l);
 }
 
+// decider_ledger_record_matched reuses the match of the same prompt, and matches again when the
+// prompt or the optimistic blocks changed since (here a peer routing applied in between, into
+// an older generation: reusing the match would assume its blocks again in the newest one).
+static void test_record_matched_reuses_only_a_valid_match(void **state)
+{
+    (void)state;
+    decider_ledger_t *l = decider_ledger_new(2000); // rotation every 1000 ms
+    int a = decider_ledger_worker(l, "a"), b = decider_ledger_worker(l, "b");
+    decider_ledger_routed(l, a, s_h, 4, 0, 0);
+    uint32_t prefix[8] = {0};
+    decider_ledger_match(l, s_h, 8, prefix, 8, 1500); // rotates: a's 4 blocks are in gen 1
+    assert_int_equal(prefix[a], 4);
+    decider_ledger_peer_t peer = {.worker = "a", .hashes = s_h, .nhashes = 6, .wall_ms = 10};
+    assert_int_equal(decider_ledger_post(l, &peer, 10, 900), IPL_OK); // before the rotation
+    assert_int_equal(decider_ledger_worker(l, "a"), a);               // applies it: gen 1
+    assert_int_equal(decider_ledger_memberships(l), 6);
+    decider_ledger_record_matched(l, a, s_h, 8, 0, 20, 1500);
+    assert_int_equal(decider_ledger_memberships(l), 8); // only blocks 7 and 8 were new
+    assert_int_equal(s_prefix(l, a, 8, 1500), 8);
+    // Another prompt length than the one matched: matched again.
+    decider_ledger_match(l, s_h, 2, prefix, 8, 1500);
+    decider_ledger_record_matched(l, b, s_h, 4, 0, 20, 1500);
+    assert_int_equal(s_prefix(l, b, 8, 1500), 4);
+    assert_int_equal(decider_ledger_memberships(l), 12);
+    // The valid case: the same as decider_ledger_record.
+    decider_ledger_match(l, s_h, 8, prefix, 8, 1600);
+    assert_int_equal(prefix[b], 4);
+    decider_ledger_record_matched(l, b, s_h, 8, 0, 30, 1600);
+    assert_int_equal(s_prefix(l, b, 8, 1600), 8);
+    assert_int_equal(decider_ledger_memberships(l), 16);
+    assert_int_equal(decider_ledger_inflight(l, b, 0, 40), 2);
+    decider_ledger_destroy(&l);
+}
+
+// Chains split across generations continue per worker, also when several continue from the
+// same block (one match serves them all) and a third only holds the start.
+static void test_split_chains_of_several_workers(void **state)
+{
+    (void)state;
+    decider_ledger_t *l = decider_ledger_new(2000);
+    int a = decider_ledger_worker(l, "a"), b = decider_ledger_worker(l, "b");
+    int c = decider_ledger_worker(l, "c");
+    decider_ledger_routed(l, a, s_h, 4, 0, 0);
+    decider_ledger_routed(l, b, s_h, 4, 0, 0);
+    decider_ledger_routed(l, c, s_h, 4, 0, 0);
+    decider_ledger_routed(l, a, s_h, 8, 0, 1500); // blocks 5..8 in the newest generation
+    decider_ledger_routed(l, b, s_h, 6, 0, 1500); // blocks 5..6
+    uint32_t prefix[8] = {0};
+    assert_int_equal(decider_ledger_match(l, s_h, 8, prefix, 8, 1500), 8);
+    assert_int_equal(prefix[a], 8);
+    assert_int_equal(prefix[b], 6);
+    assert_int_equal(prefix[c], 4);
+    decider_ledger_destroy(&l);
+}
+
 static void test_ttl_zero_disables(void **state)
 {
     (void)state;
@@ -231,6 +286,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ids_and_inflight),
         cmocka_unit_test(test_optimistic_lifetime_without_extension),
+        cmocka_unit_test(test_record_matched_reuses_only_a_valid_match),
+        cmocka_unit_test(test_split_chains_of_several_workers),
         cmocka_unit_test(test_ttl_zero_disables),
         cmocka_unit_test(test_inflight_tokens_and_order),
         cmocka_unit_test(test_clock_going_back_keeps_generations),

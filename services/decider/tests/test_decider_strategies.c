@@ -461,17 +461,19 @@ static void test_ttft_gate_spares_the_own_backlog(void **state)
     assert_string_equal(f->d.reason, "load_gate");
 }
 
-// A terse router decides the same without writing notes or the detail.
+// A terse router, or a terse request, decides the same without writing notes or the detail.
 static void test_terse(void **state)
 {
     s_fix_t *f = *state;
     decider_router_config_t cfg;
     decider_router_config_defaults(&cfg);
     cfg.seed = 3;
+    decider_router_t *asks = decider_router_new(&cfg); // terse per request
     cfg.terse = true;
     decider_router_t *terse = decider_router_new(&cfg);
-    decider_decision_t d;
+    decider_decision_t d, e;
     decider_decision_init(&d);
+    decider_decision_init(&e);
     const char *strategies[] = {"ttft", "gie-default", "dynamo-cost", "sglang-cache-aware",
                                 "prefix-hash"};
     for (size_t k = 0; k < sizeof strategies / sizeof *strategies; k++) {
@@ -484,17 +486,38 @@ static void test_terse(void **state)
         assert_int_equal(
             decider_router_route_at(terse, &s_policy, f->state, 0, &req, &d, f->wall, f->mono),
             IPL_ROUTE_OK);
+        req.terse = true;
+        assert_int_equal(
+            decider_router_route_at(asks, &s_policy, f->state, 0, &req, &e, f->wall, f->mono),
+            IPL_ROUTE_OK);
         assert_int_equal(s_route_n(f, strategies[k], s_hashes, NB, false), IPL_ROUTE_OK);
-        assert_string_equal(d.worker->name, f->d.worker->name);
-        assert_string_equal(d.reason, f->d.reason);
-        assert_float_equal(d.predicted_ttft_s, f->d.predicted_ttft_s, 1e-12);
-        assert_string_equal(d.detail, "");
         assert_true(strlen(f->d.detail) > 0);
-        for (uint32_t i = 0; i < d.ncands; i++)
-            assert_string_equal(d.cands[i].c.note, "");
+        const decider_decision_t *quiet[] = {&d, &e};
+        for (size_t q = 0; q < 2; q++) {
+            assert_string_equal(quiet[q]->worker->name, f->d.worker->name);
+            assert_string_equal(quiet[q]->reason, f->d.reason);
+            assert_float_equal(quiet[q]->predicted_ttft_s, f->d.predicted_ttft_s, 1e-12);
+            assert_string_equal(quiet[q]->detail, "");
+            for (uint32_t i = 0; i < quiet[q]->ncands; i++)
+                assert_string_equal(quiet[q]->cands[i].c.note, "");
+        }
     }
+    // The next request of the per-request router explains again.
+    decider_request_t req = {.model = "m",
+                             .strategy = "ttft",
+                             .prompt_tokens = NB * BS,
+                             .block_size = BS,
+                             .hashes = s_hashes,
+                             .nhashes = NB};
+    assert_int_equal(
+        decider_router_route_at(asks, &s_policy, f->state, 0, &req, &e, f->wall, f->mono),
+        IPL_ROUTE_OK);
+    assert_true(strlen(e.detail) > 0);
+    assert_true(strlen(e.cands[e.winner].c.note) > 0);
     decider_decision_clear(&d);
+    decider_decision_clear(&e);
     decider_router_destroy(&terse);
+    decider_router_destroy(&asks);
 }
 
 int main(void)
