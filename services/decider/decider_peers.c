@@ -18,6 +18,7 @@
 #include "ipl_clock.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
+#include "ipl_zmq.h"
 
 #define S_MAX_FRAME (1u << 20) // a ROUTED is at most ~8 KB of hashes plus names
 
@@ -209,25 +210,17 @@ int decider_peers_receive(decider_peers_t *self, const ipl_routed_t *routed, uin
 // Receives one frame; 1 with a decoded ROUTED in *msg, 0 when nothing waits, -1 dropped.
 static int s_recv(decider_peers_t *self, ipl_msg_t *msg)
 {
-    void *raw = zsock_resolve(self->sub);
     zmq_msg_t frame;
-    zmq_msg_init(&frame);
-    if (zmq_msg_recv(&frame, raw, ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close(&frame);
-        return 0;
-    }
-    if (zmq_msg_more(&frame)) {
-        while (zmq_msg_more(&frame)) {
-            zmq_msg_close(&frame);
-            zmq_msg_init(&frame);
-            if (zmq_msg_recv(&frame, raw, 0) < 0) break;
-        }
-        zmq_msg_close(&frame);
+    int kept;
+    size_t n = ipl_zmq_recv_parts(zsock_resolve(self->sub), &frame, 1, &kept);
+    if (n != 1) {
+        ipl_zmq_close_parts(&frame, kept);
+        if (n == 0) return 0;
         s_drop(self, "frames");
         return -1;
     }
     int rc = ipl_msg_decode(zmq_msg_data(&frame), zmq_msg_size(&frame), msg);
-    zmq_msg_close(&frame);
+    ipl_zmq_close_parts(&frame, kept);
     if (rc != IPL_OK) {
         s_drop(self, ipl_strerror(rc));
         return -1;

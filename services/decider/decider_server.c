@@ -30,6 +30,7 @@
 #include "ipl_policy_view.h"
 #include "ipl_signal.h"
 #include "ipl_tokenizer.h"
+#include "ipl_zmq.h"
 
 #define S_TICK_MS         100
 #define S_SETTLE_MS       100 // after the SUB connects, for its subscription to arrive
@@ -323,26 +324,9 @@ static void s_serve_route(decider_server_t *self)
 {
     void *raw = zsock_resolve(self->listen);
     zmq_msg_t parts[2];
-    int n = 0;
-    bool more = true;
-    while (more) {
-        zmq_msg_t part;
-        zmq_msg_init(&part);
-        if (zmq_msg_recv(&part, raw, n == 0 ? ZMQ_DONTWAIT : 0) < 0) {
-            zmq_msg_close(&part);
-            break;
-        }
-        more = zmq_msg_more(&part);
-        if (n < 2)
-            parts[n] = part;
-        else
-            zmq_msg_close(&part);
-        n++;
-    }
-    if (n == 0) return;
-    if (n != 2) {
-        s_drop(self, "listen", "frames");
-    } else {
+    int kept;
+    size_t n = ipl_zmq_recv_parts(raw, parts, 2, &kept);
+    if (n == 2) {
         ipl_msg_t msg = {0};
         int rc = ipl_msg_decode(zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), &msg);
         if (rc != IPL_OK) {
@@ -356,9 +340,10 @@ static void s_serve_route(decider_server_t *self)
             s_drop(self, "listen", "unexpected_type");
         }
         if (rc == IPL_OK) ipl_msg_clear(&msg);
+    } else if (n != 0) {
+        s_drop(self, "listen", "frames");
     }
-    for (int i = 0; i < n && i < 2; i++)
-        zmq_msg_close(&parts[i]);
+    ipl_zmq_close_parts(parts, kept);
 }
 
 // ---- state ------------------------------------------------------------------------------------
@@ -367,26 +352,18 @@ static void s_serve_route(decider_server_t *self)
 // Returns 1 with a message, 0 when nothing is waiting, -1 for a dropped frame.
 static int s_recv_state(decider_server_t *self, zsock_t *sock, const char *name, ipl_msg_t *msg)
 {
-    void *raw = zsock_resolve(sock);
     zmq_msg_t frame;
-    zmq_msg_init(&frame);
-    if (zmq_msg_recv(&frame, raw, ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close(&frame);
-        return 0;
-    }
-    if (zmq_msg_more(&frame)) {
-        while (zmq_msg_more(&frame)) {
-            zmq_msg_close(&frame);
-            zmq_msg_init(&frame);
-            if (zmq_msg_recv(&frame, raw, 0) < 0) break;
-        }
-        zmq_msg_close(&frame);
+    int kept;
+    size_t n = ipl_zmq_recv_parts(zsock_resolve(sock), &frame, 1, &kept);
+    if (n != 1) {
+        ipl_zmq_close_parts(&frame, kept);
+        if (n == 0) return 0;
         s_drop(self, name, "frames");
         return -1;
     }
     memset(msg, 0, sizeof *msg);
     int rc = ipl_msg_decode(zmq_msg_data(&frame), zmq_msg_size(&frame), msg);
-    zmq_msg_close(&frame);
+    ipl_zmq_close_parts(&frame, kept);
     if (rc != IPL_OK) {
         s_drop(self, name, ipl_strerror(rc));
         return -1;
