@@ -39,6 +39,8 @@ typedef struct {
     const char *source;      // "default" | "file" | "env" | "flag"
     char *str;               // IPL_OPT_STR: the string *target points at (owned)
     unsigned long file_line; // line (1-based) that set it in the YAML file, 0 if none
+    bool ranged;             // IPL_OPT_INT / IPL_OPT_DOUBLE: value must be in [min, max]
+    double min, max;
 } s_opt_t;
 
 struct ipl_config {
@@ -594,6 +596,41 @@ static int s_load_env(ipl_config_t *self, char *err, size_t errlen)
 
 // --- parse ----------------------------------------------------------------------------------
 
+void ipl_config_range(ipl_config_t *self, const char *name, double min, double max)
+{
+    s_opt_t *opt = self && name ? s_find(self, name) : NULL;
+    if (!opt || (opt->type != IPL_OPT_INT && opt->type != IPL_OPT_DOUBLE) || !(min <= max))
+        abort(); // programmer error: no such numeric option, or an empty range
+    opt->ranged = true;
+    opt->min = min;
+    opt->max = max;
+}
+
+// Checks every ranged option's effective value; the error names where the value came from.
+static int s_check_ranges(const ipl_config_t *self, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < self->nopts; i++) {
+        const s_opt_t *opt = &self->opts[i];
+        if (!opt->ranged) continue;
+        double v = opt->type == IPL_OPT_INT ? (double)*(const int64_t *)opt->target
+                                            : *(const double *)opt->target;
+        if (v >= opt->min && v <= opt->max) continue;
+        char where[192], env[128];
+        if (!strcmp(opt->source, "env")) {
+            s_env_name(opt->name, env, sizeof env);
+            snprintf(where, sizeof where, "env %s", env);
+        } else if (!strcmp(opt->source, "file")) {
+            snprintf(where, sizeof where, "%s:%lu: %s", self->config_path, opt->file_line,
+                     opt->name);
+        } else {
+            snprintf(where, sizeof where, "%s --%s", opt->source, opt->name);
+        }
+        s_err(err, errlen, "%s: %.15g is out of range (%.15g..%.15g)", where, v, opt->min, opt->max);
+        return IPL_E_RANGE;
+    }
+    return IPL_OK;
+}
+
 int ipl_config_parse(ipl_config_t *self, int argc, char **argv, char *err, size_t errlen)
 {
     s_err(err, errlen, "%s", "");
@@ -657,7 +694,7 @@ int ipl_config_parse(ipl_config_t *self, int argc, char **argv, char *err, size_
         }
         i += flag.consumed;
     }
-    return IPL_OK;
+    return s_check_ranges(self, err, errlen);
 }
 
 const char *ipl_config_source(const ipl_config_t *self, const char *name)

@@ -47,6 +47,11 @@ void ipl_config_destroy(ipl_config_t **self_p);
 void ipl_config_add(ipl_config_t *self, const char *name, ipl_opt_type_t type, void *target,
                     const char *defval, const char *help);
 
+/* Restricts an IPL_OPT_INT or IPL_OPT_DOUBLE option (declared before) to [min, max]:
+ * ipl_config_parse then fails with "flag --port: 70000 is out of range (0..65535)" (or
+ * "env INFERPLANE_PORT: ...", "FILE:LINE: port: ..."). Aborts on a programmer error. */
+void ipl_config_range(ipl_config_t *self, const char *name, double min, double max);
+
 /* Parses defaults, then the YAML file, then the environment, then argv.
  * Returns 0 to proceed, 1 when --help or --version was printed to stdout (exit 0), or a
  * negative code with a one-line human error in `err` (exit 2): IPL_E_TYPE / IPL_E_RANGE for a

@@ -177,6 +177,28 @@ static void test_precedence(void **state)
                                 "directory");
 }
 
+static void test_ranges(void **state)
+{
+    s_fixture_t *f = *state;
+    ipl_config_range(f->config, "max-body-bytes", 1, 10000000);
+    ipl_config_range(f->config, "ratio", 0, 1);
+    assert_int_equal(S_PARSE(f, "--max-body-bytes", "10000000", "--ratio", "1"), 0); // inclusive
+    assert_int_equal(S_PARSE(f, "--max-body-bytes", "10000001"), IPL_E_RANGE);
+    assert_string_equal(f->err, "flag --max-body-bytes: 10000001 is out of range (1..10000000)");
+    assert_int_equal(S_PARSE(f, "--ratio=1.5"), IPL_E_RANGE);
+    assert_string_equal(f->err, "flag --ratio: 1.5 is out of range (0..1)");
+    setenv("INFERPLANE_MAX_BODY_BYTES", "0", 1);
+    assert_int_equal(S_PARSE0(f), IPL_E_RANGE);
+    assert_string_equal(f->err, "env INFERPLANE_MAX_BODY_BYTES: 0 is out of range (1..10000000)");
+    unsetenv("INFERPLANE_MAX_BODY_BYTES");
+    const char *path = s_write_yaml(f, "listen: x\nmax-body-bytes: 50000000\n");
+    assert_int_equal(S_PARSE(f, "--config", path), IPL_E_RANGE);
+    char want[512];
+    snprintf(want, sizeof want, "%s:2: max-body-bytes: 50000000 is out of range (1..10000000)",
+             path);
+    assert_string_equal(f->err, want);
+}
+
 static void test_env_values(void **state)
 {
     s_fixture_t *f = *state;
@@ -440,6 +462,7 @@ int main(void)
         T(test_defaults),
         T(test_flag_forms),
         T(test_precedence),
+        T(test_ranges),
         T(test_env_values),
         T(test_unknown_flag_hints),
         T(test_bad_flag_values),

@@ -34,18 +34,11 @@ int main(int argc, char **argv)
                    "collect only the policy's workers whose name starts with this");
     ipl_config_add(cfg, "scrape-interval-ms", IPL_OPT_INT, &interval_ms, "100",
                    "period of the workers' /metrics scrapes");
+    ipl_config_range(cfg, "scrape-interval-ms", 10, 600000);
     int rc = ipl_service_start(svc, argc, argv);
     if (rc != 0) {
         ipl_service_destroy(&svc);
         return rc > 0 ? 0 : 2;
-    }
-    if (interval_ms < 10 || interval_ms > 600000) {
-        fprintf(stderr,
-                "inferplane-collector: --scrape-interval-ms %lld is out of range "
-                "(10 .. 600000)\n",
-                (long long)interval_ms);
-        ipl_service_destroy(&svc);
-        return 2;
     }
     collector_config_t cc = {.aggregators = aggregators,
                              .workers = workers,

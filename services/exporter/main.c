@@ -53,16 +53,11 @@ int main(int argc, char **argv)
     ipl_config_add(cfg, "max-label-sets", IPL_OPT_INT, &max_label_sets, "10000",
                    "distinct (model, tenant, pool, endpoint) label sets kept; records beyond "
                    "are counted under \"__overflow__\"");
+    ipl_config_range(cfg, "max-label-sets", 1, 1e9);
     int rc = ipl_service_start(svc, argc, argv);
     if (rc != 0) {
         ipl_service_destroy(&svc);
         return rc > 0 ? 0 : 2;
-    }
-    if (max_label_sets < 1) {
-        fprintf(stderr, "inferplane-exporter: --max-label-sets %lld must be at least 1\n",
-                (long long)max_label_sets);
-        ipl_service_destroy(&svc);
-        return 2;
     }
 
     zsock_t *pull = zsock_new(ZMQ_PULL);

@@ -51,30 +51,15 @@ int main(int argc, char **argv)
                    "how long to wait for a worker's response headers before answering 504");
     ipl_config_add(cfg, "connect-timeout-ms", IPL_OPT_INT, &connect_timeout_ms, "2000",
                    "TCP connect timeout to a worker");
+    ipl_config_range(cfg, "block-size", 1, 65536);
+    ipl_config_range(cfg, "max-body-bytes", 1024, (double)(1 << 30));
+    ipl_config_range(cfg, "route-timeout-ms", 1, 600000);
+    ipl_config_range(cfg, "upstream-timeout-ms", 1, 86400000);
+    ipl_config_range(cfg, "connect-timeout-ms", 1, 600000);
     int rc = ipl_service_start(svc, argc, argv);
     if (rc != 0) {
         ipl_service_destroy(&svc);
         return rc > 0 ? 0 : 2;
-    }
-    const struct {
-        const char *name;
-        int64_t value, min, max;
-    } ranges[] = {
-        {"block-size", block_size, 1, 65536},
-        {"max-body-bytes", max_body, 1024, (int64_t)1 << 30},
-        {"route-timeout-ms", route_timeout_ms, 1, 600000},
-        {"upstream-timeout-ms", upstream_timeout_ms, 1, 86400000},
-        {"connect-timeout-ms", connect_timeout_ms, 1, 600000},
-    };
-    for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
-        if (ranges[i].value < ranges[i].min || ranges[i].value > ranges[i].max) {
-            fprintf(stderr, "inferplane-gateway: --%s %lld (from %s) must be in %lld..%lld\n",
-                    ranges[i].name, (long long)ranges[i].value,
-                    ipl_config_source(cfg, ranges[i].name), (long long)ranges[i].min,
-                    (long long)ranges[i].max);
-            ipl_service_destroy(&svc);
-            return 2;
-        }
     }
 
     gateway_server_config_t gc = {

@@ -32,16 +32,11 @@ int main(int argc, char **argv)
                    "ZeroMQ endpoint to bind the ROUTER socket that answers POLICY_REQ");
     ipl_config_add(cfg, "republish-ms", IPL_OPT_INT, &republish_ms, "2000",
                    "publish the policy again this often even when it does not change (ms)");
+    ipl_config_range(cfg, "republish-ms", 10, 3600000);
     int rc = ipl_service_start(svc, argc, argv);
     if (rc != 0) {
         ipl_service_destroy(&svc);
         return rc > 0 ? 0 : 2;
-    }
-    if (republish_ms < 10 || republish_ms > 3600000) {
-        fprintf(stderr, "inferplane-policy: --republish-ms %lld must be from 10 to 3600000\n",
-                (long long)republish_ms);
-        ipl_service_destroy(&svc);
-        return 2;
     }
     char err[512];
     policy_server_t *server = policy_server_new(dir, pub, rep, (uint64_t)republish_ms,

@@ -133,6 +133,16 @@ static void s_declare(ipl_config_t *c, s_opts_t *o)
                    "simulator-only: override the profile's cost per context token per step");
     ipl_config_add(c, "sim-request-s", IPL_OPT_DOUBLE, &o->request_s, NULL,
                    "simulator-only: override the profile's per-request API latency");
+    ipl_config_range(c, "port", 0, 65535);
+    ipl_config_range(c, "block-size", 1, SIM_HASHER_MAX_BLOCK);
+    ipl_config_range(c, "num-gpu-blocks-override", 0, 1e8);
+    ipl_config_range(c, "max-num-seqs", 1, 1e6);
+    ipl_config_range(c, "max-num-batched-tokens", 1, 1e8);
+    ipl_config_range(c, "max-model-len", 1, 1e8);
+    ipl_config_range(c, "replay-layout", 2, 3);
+    ipl_config_range(c, "drop-every-n-batches", 0, 1e9);
+    ipl_config_range(c, "fail-rate", 0, 1);
+    ipl_config_range(c, "startup-delay", 0, 86400);
 }
 
 /* Applies a profile override when its flag was given. */
@@ -165,35 +175,6 @@ static int s_validate(ipl_config_t *c, s_opts_t *o, sim_profile_t *prof, sim_kvc
         s_override(c, "sim-context-token-s", o->context_token_s, &prof->context_token_s) ||
         s_override(c, "sim-request-s", o->request_s, &prof->request_s))
         return -1;
-    struct {
-        const char *name;
-        int64_t value, min, max;
-    } ints[] = {
-        {"port", o->port, 0, 65535},
-        {"block-size", o->block_size, 1, SIM_HASHER_MAX_BLOCK},
-        {"num-gpu-blocks-override", o->num_gpu_blocks_override, 0, 100000000},
-        {"max-num-seqs", o->max_num_seqs, 1, 1000000},
-        {"max-num-batched-tokens", o->max_num_batched_tokens, 1, 100000000},
-        {"max-model-len", o->max_model_len, 1, 100000000},
-        {"replay-layout", o->replay_layout, 2, 3},
-        {"drop-every-n-batches", o->drop_every_n_batches, 0, 1000000000},
-    };
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if (ints[i].value < ints[i].min || ints[i].value > ints[i].max) {
-            fprintf(stderr,
-                    "inferplane-sim: --%s %" PRId64 " is out of range (%" PRId64 "..%" PRId64 ")\n",
-                    ints[i].name, ints[i].value, ints[i].min, ints[i].max);
-            return -1;
-        }
-    if (!(o->fail_rate >= 0 && o->fail_rate <= 1)) {
-        fprintf(stderr, "inferplane-sim: --fail-rate %g must be between 0 and 1\n", o->fail_rate);
-        return -1;
-    }
-    if (!(o->startup_delay >= 0 && o->startup_delay <= 86400)) {
-        fprintf(stderr, "inferplane-sim: --startup-delay %g must be 0..86400 seconds\n",
-                o->startup_delay);
-        return -1;
-    }
     if (!(o->time_scale > 0 && o->time_scale <= 1e6)) {
         fprintf(stderr,
                 "inferplane-sim: --time-scale %g must be > 0 (e.g. 10 runs ten times "
