@@ -384,8 +384,24 @@ static void s_ttft_next(decider_pick_t *ctx, int w, char *next, size_t size)
              s_ms(r->c.predicted_ttft_s), s_ms(r->score), s_ms(margin), tie);
 }
 
-// The detail of a ttft decision for winner w (best: the minimum cost; ungated: the best before
-// the load gate; least: the least loaded queue).
+// Why winner w won a ttft decision (best: the minimum cost; ungated: the best before the load
+// gate). The one place that names the reason; the explanation below only words it.
+typedef enum { S_EXPLORE, S_LOAD_GATE, S_CACHE_HIT, S_LOAD_ONLY, S_LEAST_LOADED } s_ttft_why_t;
+static const char *const s_ttft_reasons[] = {"explore", "load_gate", "cache_hit", "load_only",
+                                             "least_loaded"};
+
+static s_ttft_why_t s_ttft_why(const decider_pick_t *ctx, int w, int best, int ungated)
+{
+    const decider_decision_t *out = ctx->out;
+    const decider_candidate_t *win = &out->cands[w], *top = &out->cands[ungated];
+    if (w != best && s_cmp_ttft(win, &out->cands[best]) != 0) return S_EXPLORE;
+    if (!top->c.eligible && top->c.cached_tokens > win->c.cached_tokens) return S_LOAD_GATE;
+    if (win->c.cached_tokens > 0) return S_CACHE_HIT;
+    if (!win->cache_used) return S_LOAD_ONLY;
+    return S_LEAST_LOADED;
+}
+
+// The detail of a ttft decision for winner w (least: the least loaded queue).
 static void s_ttft_explain(decider_pick_t *ctx, int w, int best, int ungated, uint64_t least,
                            double temperature, double probability)
 {
@@ -393,18 +409,22 @@ static void s_ttft_explain(decider_pick_t *ctx, int w, int best, int ungated, ui
     const decider_candidate_t *win = &out->cands[w];
     const decider_candidate_t *top = &out->cands[ungated];
     uint64_t gate = ctx->config->load_gate;
+    s_ttft_why_t why = s_ttft_why(ctx, w, best, ungated);
+    const char *reason = s_ttft_reasons[why];
     char next[192] = "";
     s_ttft_next(ctx, w, next, sizeof next);
-    if (w != best && s_cmp_ttft(win, &out->cands[best]) != 0) {
-        decider_pick_win(ctx, w, "explore",
+    switch (why) {
+    case S_EXPLORE:
+        decider_pick_win(ctx, w, reason,
                          "explored at temperature %.3f s: %s drawn with probability %.2f "
                          "(predicted TTFT %.1f ms, %llu cached tokens) instead of the best, %s "
                          "(%.1f ms)",
                          temperature, win->c.worker, probability, s_ms(win->c.predicted_ttft_s),
                          (unsigned long long)win->c.cached_tokens, out->cands[best].c.worker,
                          s_ms(out->cands[best].c.predicted_ttft_s));
-    } else if (!top->c.eligible && top->c.cached_tokens > win->c.cached_tokens) {
-        decider_pick_win(ctx, w, "load_gate",
+        break;
+    case S_LOAD_GATE:
+        decider_pick_win(ctx, w, reason,
                          "%s holds %llu cached tokens but its queue %llu exceeds the least loaded "
                          "(%llu) by more than %llu; chose %s: predicted TTFT %.1f ms, %llu cached "
                          "tokens%s",
@@ -412,40 +432,36 @@ static void s_ttft_explain(decider_pick_t *ctx, int w, int best, int ungated, ui
                          (unsigned long long)top->queue, (unsigned long long)least,
                          (unsigned long long)gate, win->c.worker, s_ms(win->c.predicted_ttft_s),
                          (unsigned long long)win->c.cached_tokens, next);
-    } else if (win->c.cached_tokens > 0) {
-        decider_pick_win(ctx, w, "cache_hit",
+        break;
+    case S_CACHE_HIT:
+        decider_pick_win(ctx, w, reason,
                          "%s has %llu of %llu prompt tokens cached, queue %llu: predicted TTFT "
                          "%.1f ms%s",
                          win->c.worker, (unsigned long long)win->c.cached_tokens,
                          (unsigned long long)ctx->prompt_tokens, (unsigned long long)win->queue,
                          s_ms(win->c.predicted_ttft_s), next);
-    } else if (!win->cache_used) {
-        decider_pick_win(ctx, w, "load_only",
+        break;
+    case S_LOAD_ONLY:
+        decider_pick_win(ctx, w, reason,
                          "cache state of %s not usable (%s); by load: queue %llu, predicted TTFT "
                          "%.1f ms%s",
                          win->c.worker, win->note, (unsigned long long)win->queue,
                          s_ms(win->c.predicted_ttft_s), next);
-    } else {
-        decider_pick_win(ctx, w, "least_loaded",
+        break;
+    case S_LEAST_LOADED:
+        decider_pick_win(ctx, w, reason,
                          "no worker holds a prefix of the prompt; %s has the shortest predicted "
                          "wait (queue %llu, running %llu): predicted TTFT %.1f ms%s",
                          win->c.worker, (unsigned long long)win->queue,
                          (unsigned long long)win->c.running, s_ms(win->c.predicted_ttft_s), next);
+        break;
     }
 }
 
-// The reason of a ttft decision without its detail (terse routers): as s_ttft_explain decides.
+// The reason of a ttft decision without its detail (terse decisions).
 static void s_ttft_reason(decider_pick_t *ctx, int w, int best, int ungated)
 {
-    decider_decision_t *out = ctx->out;
-    const decider_candidate_t *win = &out->cands[w], *top = &out->cands[ungated];
-    const char *reason = w != best && s_cmp_ttft(win, &out->cands[best]) != 0 ? "explore"
-                         : !top->c.eligible && top->c.cached_tokens > win->c.cached_tokens
-                             ? "load_gate"
-                         : win->c.cached_tokens > 0 ? "cache_hit"
-                         : !win->cache_used         ? "load_only"
-                                                    : "least_loaded";
-    decider_pick_win(ctx, w, reason, "%s", "");
+    decider_pick_win(ctx, w, s_ttft_reasons[s_ttft_why(ctx, w, best, ungated)], "%s", "");
 }
 
 // The part of c's queue the load gate weighs: the requests beyond those this router knows are
@@ -679,7 +695,7 @@ static void s_pick_gie(decider_pick_t *ctx)
     int w = s_best(ctx, s_cmp_score_desc);
     int r = s_runner_up(out, w, s_cmp_score_desc);
     char next[128] = "";
-    if (r >= 0)
+    if (r >= 0 && decider_pick_explains(ctx))
         snprintf(next, sizeof next, "; next best %s %.3f", out->cands[r].c.worker,
                  out->cands[r].score);
     decider_pick_win(ctx, w, "max_score",
@@ -723,7 +739,7 @@ static void s_pick_dynamo(decider_pick_t *ctx)
     int w = s_best(ctx, s_cmp_score_asc);
     int r = s_runner_up(out, w, s_cmp_score_asc);
     char next[128] = "";
-    if (r >= 0)
+    if (r >= 0 && decider_pick_explains(ctx))
         snprintf(next, sizeof next, "; next best %s %.1f", out->cands[r].c.worker,
                  out->cands[r].score);
     decider_pick_win(ctx, w, "min_cost",
