@@ -56,6 +56,16 @@ void ipl_metrics_add_process(ipl_metrics_t *self, const char *service);
  * NUL-terminated buffer (the caller frees) and its length in *len. */
 char *ipl_metrics_render(ipl_metrics_t *self, size_t *len);
 
+/* vLLM's histogram buckets (vllm/v1/metrics/loggers.py; VLLM-INTEROP §3), shared by the
+ * simulator (which must expose exactly vLLM's) and the exporter (so our series line up with
+ * the workers'). */
+extern const double ipl_metrics_vllm_ttft_buckets[]; /* time_to_first_token_seconds */
+extern const size_t ipl_metrics_vllm_ttft_nbuckets;
+extern const double ipl_metrics_vllm_itl_buckets[];  /* inter_token_latency_seconds */
+extern const size_t ipl_metrics_vllm_itl_nbuckets;
+extern const double ipl_metrics_vllm_e2e_buckets[];  /* e2e_request_latency_seconds and the */
+extern const size_t ipl_metrics_vllm_e2e_nbuckets;   /* request phase histograms */
+
 /* Escapes a label value (\\, \", \n) into buf (always NUL-terminated, truncated to fit).
  * Returns buf. */
 char *ipl_metrics_escape(char *buf, size_t size, const char *value);

@@ -347,9 +347,29 @@ static void test_programmer_errors_abort(void **state)
     s_expect_abort(s_bad_name);
 }
 
+static void test_vllm_buckets(void **state)
+{
+    (void)state; /* the counts and ends of vLLM's lists (VLLM-INTEROP §3), strictly increasing */
+    assert_int_equal(ipl_metrics_vllm_ttft_nbuckets, 22);
+    assert_true(ipl_metrics_vllm_ttft_buckets[0] == 0.001 &&
+                ipl_metrics_vllm_ttft_buckets[21] == 2560.0);
+    assert_int_equal(ipl_metrics_vllm_itl_nbuckets, 19);
+    assert_true(ipl_metrics_vllm_itl_buckets[0] == 0.01 && ipl_metrics_vllm_itl_buckets[18] == 80.0);
+    assert_int_equal(ipl_metrics_vllm_e2e_nbuckets, 21);
+    assert_true(ipl_metrics_vllm_e2e_buckets[0] == 0.3 &&
+                ipl_metrics_vllm_e2e_buckets[20] == 7680.0);
+    const double *lists[] = {ipl_metrics_vllm_ttft_buckets, ipl_metrics_vllm_itl_buckets,
+                             ipl_metrics_vllm_e2e_buckets};
+    size_t ns[] = {ipl_metrics_vllm_ttft_nbuckets, ipl_metrics_vllm_itl_nbuckets,
+                   ipl_metrics_vllm_e2e_nbuckets};
+    for (size_t l = 0; l < 3; l++)
+        for (size_t i = 1; i < ns[l]; i++) assert_true(lists[l][i - 1] < lists[l][i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_vllm_buckets),
         cmocka_unit_test(test_render_small_registry),
         cmocka_unit_test(test_empty_registry),
         cmocka_unit_test(test_get_or_create),

@@ -18,16 +18,6 @@
 #include "ipl_error.h"
 #include "ipl_log.h"
 
-/* vLLM's buckets (VLLM-INTEROP §3). */
-static const double s_ttft_buckets[] = {0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08, 0.1,
-                                        0.25,  0.5,   0.75, 1.0,   2.5,   5.0,   7.5,  10.0,
-                                        20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
-static const double s_itl_buckets[] = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
-                                       0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
-static const double s_e2e_buckets[] = {0.3,  0.5,   0.8,   1.0,   1.5,   2.0,    2.5,
-                                       5.0,  10.0,  15.0,  20.0,  30.0,  40.0,   50.0,
-                                       60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
-#define S_NBUCKETS(a) (sizeof(a) / sizeof((a)[0]))
 
 #define S_LABEL_VALUE_MAX 256 /* escaped bytes kept per label value */
 #define S_OVERFLOW        "__overflow__"
@@ -110,17 +100,17 @@ static s_set_t *s_set_new(exporter_series_t *self, const char *labels)
     ipl_metrics_t *m = self->metrics;
     set->ttft = ipl_metrics_histogram(m, "inferplane_request_ttft_seconds",
                                       "Time to first token as clients saw it at the gateway.",
-                                      labels, s_ttft_buckets, S_NBUCKETS(s_ttft_buckets));
+                                      labels, ipl_metrics_vllm_ttft_buckets, ipl_metrics_vllm_ttft_nbuckets);
     set->e2e = ipl_metrics_histogram(m, "inferplane_request_e2e_seconds",
                                      "End-to-end request latency at the gateway.", labels,
-                                     s_e2e_buckets, S_NBUCKETS(s_e2e_buckets));
+                                     ipl_metrics_vllm_e2e_buckets, ipl_metrics_vllm_e2e_nbuckets);
     set->itl = ipl_metrics_histogram(m, "inferplane_request_itl_seconds",
                                      "Mean inter-token latency of each streamed request.", labels,
-                                     s_itl_buckets, S_NBUCKETS(s_itl_buckets));
+                                     ipl_metrics_vllm_itl_buckets, ipl_metrics_vllm_itl_nbuckets);
     set->pred_err = ipl_metrics_histogram(
         m, "inferplane_ttft_prediction_error_seconds",
         "Absolute difference between the decider's predicted TTFT and the observed TTFT.", labels,
-        s_ttft_buckets, S_NBUCKETS(s_ttft_buckets));
+        ipl_metrics_vllm_ttft_buckets, ipl_metrics_vllm_ttft_nbuckets);
     set->cached =
         ipl_metrics_counter(m, "inferplane_prompt_tokens_cached_total",
                             "Prompt tokens served from the prefix cache (usage).", labels);

@@ -84,16 +84,8 @@ struct sim_engine {
     s_metrics_t m;
 };
 
-/* --- vLLM's histogram buckets (VLLM-INTEROP §3) --------------------------------------------- */
+/* --- vLLM's histogram buckets (VLLM-INTEROP §3; the latency ones are in ipl_metrics) -------- */
 
-static const double s_ttft_buckets[] = {0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08, 0.1,
-                                        0.25,  0.5,   0.75, 1.0,   2.5,   5.0,   7.5,  10.0,
-                                        20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
-static const double s_itl_buckets[] = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
-                                       0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
-static const double s_e2e_buckets[] = {0.3,  0.5,   0.8,   1.0,   1.5,   2.0,    2.5,
-                                       5.0,  10.0,  15.0,  20.0,  30.0,  40.0,   50.0,
-                                       60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
 static const double s_iter_buckets[] = {1,   8,    16,   32,   64,   128,  256,
                                         512, 1024, 2048, 4096, 8192, 16384};
 
@@ -150,25 +142,25 @@ static void s_metrics_init(sim_engine_t *self)
     }
     x->ttft = ipl_metrics_histogram(m, "vllm:time_to_first_token_seconds",
                                     "Histogram of time to first token in seconds.", labels,
-                                    s_ttft_buckets, S_N(s_ttft_buckets));
+                                    ipl_metrics_vllm_ttft_buckets, ipl_metrics_vllm_ttft_nbuckets);
     x->itl = ipl_metrics_histogram(m, "vllm:inter_token_latency_seconds",
                                    "Histogram of inter-token latency in seconds.", labels,
-                                   s_itl_buckets, S_N(s_itl_buckets));
+                                   ipl_metrics_vllm_itl_buckets, ipl_metrics_vllm_itl_nbuckets);
     x->e2e = ipl_metrics_histogram(m, "vllm:e2e_request_latency_seconds",
                                    "Histogram of e2e request latency in seconds.", labels,
-                                   s_e2e_buckets, S_N(s_e2e_buckets));
+                                   ipl_metrics_vllm_e2e_buckets, ipl_metrics_vllm_e2e_nbuckets);
     x->queue = ipl_metrics_histogram(m, "vllm:request_queue_time_seconds",
                                      "Histogram of time spent in WAITING phase for request.",
-                                     labels, s_e2e_buckets, S_N(s_e2e_buckets));
+                                     labels, ipl_metrics_vllm_e2e_buckets, ipl_metrics_vllm_e2e_nbuckets);
     x->prefill = ipl_metrics_histogram(m, "vllm:request_prefill_time_seconds",
                                        "Histogram of time spent in PREFILL phase for request.",
-                                       labels, s_e2e_buckets, S_N(s_e2e_buckets));
+                                       labels, ipl_metrics_vllm_e2e_buckets, ipl_metrics_vllm_e2e_nbuckets);
     x->decode = ipl_metrics_histogram(m, "vllm:request_decode_time_seconds",
                                       "Histogram of time spent in DECODE phase for request.",
-                                      labels, s_e2e_buckets, S_N(s_e2e_buckets));
+                                      labels, ipl_metrics_vllm_e2e_buckets, ipl_metrics_vllm_e2e_nbuckets);
     x->inference = ipl_metrics_histogram(m, "vllm:request_inference_time_seconds",
                                          "Histogram of time spent in RUNNING phase for request.",
-                                         labels, s_e2e_buckets, S_N(s_e2e_buckets));
+                                         labels, ipl_metrics_vllm_e2e_buckets, ipl_metrics_vllm_e2e_nbuckets);
     x->iteration_tokens = ipl_metrics_histogram(m, "vllm:iteration_tokens_total",
                                                 "Histogram of number of tokens per engine_step.",
                                                 labels, s_iter_buckets, S_N(s_iter_buckets));
