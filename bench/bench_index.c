@@ -22,8 +22,16 @@
  *   lookup_partial_*       a new prompt of a random family: its prefix hits, then a miss
  *   (p50 over every lookup; p99 = the median of 5 rounds' p99, see s_report)
  *
+ * Arrival order (--segment S): by default each prompt's blocks are added in one call, as if
+ * each prompt were prefilled alone. With --segment S the blocks arrive as vLLM reports them
+ * under load: 32 prompts in flight at once, each call adding the next 1..S blocks of one of
+ * them (chosen at random), with the parent hint (ipl_index_add_chain) the collector sends —
+ * chunked prefill interleaves segments, decoding adds one block at a time (S = 1: the worst
+ * case, every block its own call, interleaved with 31 other chains).
+ *
  *   build/bench/bench_index [--workers 64] [--memberships 10000000] [--lookups 200000]
- *                           [--seed 1] [--suffix NAME]   (NAME appended to figure names)
+ *                           [--segment 0] [--seed 1] [--suffix NAME]
+ *                           (NAME appended to figure names)
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -105,6 +113,92 @@ static void s_lookups(const ipl_index_t *ix, const s_world_t *wd, const s_prompt
     }
 }
 
+/* The holders of a new prompt of family f: one affine worker, and a second one 1 time in 4
+ * (-1 when none). */
+static void s_holders(const s_world_t *wd, uint32_t f, bench_rng_t *rng, int *primary, int *second)
+{
+    *primary = wd->affine[f][bench_rand(rng) % S_AFFINE];
+    *second = -1;
+    if (bench_rand(rng) % 4 == 0) {
+        int w = wd->affine[f][bench_rand(rng) % S_AFFINE];
+        if (w != *primary) *second = w;
+    }
+}
+
+/* Fills the index one whole prompt per call; returns the number of prompts. */
+static uint64_t s_fill(ipl_index_t *ix, const s_world_t *wd, s_prompt_t *prompts, uint64_t cap,
+                       uint64_t target, bench_rng_t *rng)
+{
+    uint64_t hashes[S_PROMPT];
+    uint64_t np = 0;
+    while (ipl_index_memberships(ix) < target && np < cap) {
+        uint32_t f = (uint32_t)(bench_rand(rng) % S_FAMILIES);
+        prompts[np].family = f;
+        s_prompt_hashes(wd, f, np, hashes);
+        int primary, second;
+        s_holders(wd, f, rng, &primary, &second);
+        if (ipl_index_add(ix, primary, hashes, S_PROMPT) != 0) BENCH_DIE("ipl_index_add");
+        if (second >= 0 && ipl_index_add(ix, second, hashes, S_PROMPT) != 0)
+            BENCH_DIE("ipl_index_add");
+        np++;
+    }
+    return np;
+}
+
+#define S_INFLIGHT 32u
+
+typedef struct {
+    uint64_t hashes[S_PROMPT];
+    uint32_t done; /* blocks added so far */
+    int primary, second;
+} s_flight_t;
+
+/* Fills the index as vLLM reports blocks under load: S_INFLIGHT prompts at once, each call
+ * the next 1..segment blocks of a random one, with the parent hint. Returns the prompts. */
+static uint64_t s_fill_interleaved(ipl_index_t *ix, const s_world_t *wd, s_prompt_t *prompts,
+                                   uint64_t cap, uint64_t target, uint32_t segment,
+                                   bench_rng_t *rng)
+{
+    s_flight_t *fl = calloc(S_INFLIGHT, sizeof *fl);
+    if (!fl) BENCH_DIE("out of memory");
+    uint64_t np = 0;
+    for (uint32_t j = 0; j < S_INFLIGHT; j++)
+        fl[j].done = S_PROMPT; /* empty: starts a prompt on first use */
+    while (ipl_index_memberships(ix) < target) {
+        s_flight_t *f = &fl[bench_rand(rng) % S_INFLIGHT];
+        if (f->done == S_PROMPT) {
+            if (np == cap) break;
+            uint32_t fam = (uint32_t)(bench_rand(rng) % S_FAMILIES);
+            prompts[np].family = fam;
+            s_prompt_hashes(wd, fam, np, f->hashes);
+            s_holders(wd, fam, rng, &f->primary, &f->second);
+            f->done = 0;
+            np++;
+        }
+        uint32_t n = (uint32_t)bench_range(rng, 1, segment);
+        if (n > S_PROMPT - f->done) n = S_PROMPT - f->done;
+        uint64_t parent = f->done ? f->hashes[f->done - 1] : 0;
+        if (ipl_index_add_chain(ix, f->primary, parent, f->hashes + f->done, n) != 0 ||
+            (f->second >= 0 &&
+             ipl_index_add_chain(ix, f->second, parent, f->hashes + f->done, n) != 0))
+            BENCH_DIE("ipl_index_add_chain");
+        f->done += n;
+    }
+    /* prompts still in flight are only partly cached: finish them so every lookup hits fully */
+    for (uint32_t j = 0; j < S_INFLIGHT; j++) {
+        s_flight_t *f = &fl[j];
+        if (f->done == S_PROMPT) continue;
+        uint64_t parent = f->done ? f->hashes[f->done - 1] : 0;
+        uint32_t n = S_PROMPT - f->done;
+        if (ipl_index_add_chain(ix, f->primary, parent, f->hashes + f->done, n) != 0 ||
+            (f->second >= 0 &&
+             ipl_index_add_chain(ix, f->second, parent, f->hashes + f->done, n) != 0))
+            BENCH_DIE("ipl_index_add_chain");
+    }
+    free(fl);
+    return np;
+}
+
 #define S_ROUNDS 5
 
 /* p50 over every sample; p99 as the median of S_ROUNDS consecutive rounds' p99, so that one
@@ -138,10 +232,12 @@ int main(int argc, char **argv)
     size_t nlookups = (size_t)bench_arg_int(argc, argv, "lookups", 200000);
     uint64_t seed = (uint64_t)bench_arg_int(argc, argv, "seed", 1);
     const char *suffix = bench_arg(argc, argv, "suffix", "");
-    if (nworkers < 1 || nworkers > IPL_INDEX_MAX_WORKERS || target < 10000 || nlookups < 100)
+    uint32_t segment = (uint32_t)bench_arg_int(argc, argv, "segment", 0);
+    if (nworkers < 1 || nworkers > IPL_INDEX_MAX_WORKERS || target < 10000 || nlookups < 100 ||
+        segment > S_PROMPT)
         BENCH_DIE("usage: bench_index [--workers 1..%d] [--memberships >= 10000] "
-                  "[--lookups >= 100] [--seed N] [--suffix NAME]",
-                  IPL_INDEX_MAX_WORKERS);
+                  "[--lookups >= 100] [--segment 0..%u] [--seed N] [--suffix NAME]",
+                  IPL_INDEX_MAX_WORKERS, S_PROMPT);
 
     bench_rng_t rng = bench_rng(seed);
     s_world_t *wd = calloc(1, sizeof *wd);
@@ -163,21 +259,9 @@ int main(int argc, char **argv)
         snprintf(name, sizeof name, "worker-%d", w);
         if (ipl_index_worker(ix, name) != w) BENCH_DIE("worker ids");
     }
-    uint64_t np = 0;
     uint64_t t0 = bench_now_ns();
-    while (ipl_index_memberships(ix) < target && np < cap_prompts) {
-        uint32_t f = (uint32_t)(bench_rand(&rng) % S_FAMILIES);
-        prompts[np].family = f;
-        s_prompt_hashes(wd, f, np, hashes);
-        int primary = wd->affine[f][bench_rand(&rng) % S_AFFINE];
-        if (ipl_index_add(ix, primary, hashes, S_PROMPT) != 0) BENCH_DIE("ipl_index_add");
-        if (bench_rand(&rng) % 4 == 0) {
-            int second = wd->affine[f][bench_rand(&rng) % S_AFFINE];
-            if (second != primary && ipl_index_add(ix, second, hashes, S_PROMPT) != 0)
-                BENCH_DIE("ipl_index_add");
-        }
-        np++;
-    }
+    uint64_t np = segment ? s_fill_interleaved(ix, wd, prompts, cap_prompts, target, segment, &rng)
+                          : s_fill(ix, wd, prompts, cap_prompts, target, &rng);
     uint64_t t1 = bench_now_ns();
     size_t rss1 = bench_rss_bytes();
     size_t members = ipl_index_memberships(ix);

@@ -3,42 +3,51 @@
  *
  * Layout
  * ------
- * Two open-addressing tables and one pool of interned (hash-consed) worker sets:
+ * Blocks live in an arena, in chain order; a hash table finds a block's arena entry; each
+ * entry names an interned (hash-consed) worker set:
  *
- *   block table: s_slot_t slot[2^k] — linear probing, load <= 3/4, backward-shift delete
- *   (no tombstones); each slot is a packed 12-byte {key, set id}, set id 0 = empty slot.
+ *   block table (open addressing,         arena: entries in insertion order, 12 B each;
+ *   8 B slots, load <= 3/4)               blocks of one chain sit next to each other
+ *   +--------+---------+                  +------------------+-----+
+ *   | tag    | ref     | ---------------> | key (u64 hash) A | set | 3  --+
+ *   | tag    | ref     | -----+           | key B  (A's child)     | 3  --+   worker-set pool
+ *   | (empty)| 0       |      |           | key C  (B's child)     | 5  --|-+ +---+-----------+
+ *   +--------+---------+      |           | (hole: set 0)    |  0  |      +-->| 3 | {0, 7, 12}|
+ *                             +---------> | key X  (a new run)     | 3      |  | 5 | {7}       |
+ *                                         +------------------------+        +->+---+-----------+
  *
- *         key (u64 block hash)  set (u32)
- *      +----------------------+-------+
- *    0 | 0x9c1e...  block A   |   3   | ----------+
- *    1 | 0x11f0...  block B   |   3   | ----------+        worker-set pool (id -> set)
- *    2 |                      |   0   |           |      +----+------+------+-----------+
- *    3 | 0x7a02...  block C   |   5   | ------+   +----> |  3 | refs | sig  | {0, 7, 12}|
- *      |        ...           |  ...  |       |          +----+------+------+-----------+
- *      +----------------------+-------+       +--------> |  5 | refs | sig  | {7}       |
- *                                                        +----+------+------+-----------+
- *   set intern table (open addressing over sig → set id), so equal sets share one id:
- *      +---+---+---+---+---+---+
- *      | 0 | 5 | 0 | 3 | 0 |...|      sig(S) = XOR of mix(w) for w in S: adding or removing one
- *      +---+---+---+---+---+---+      worker updates it in O(1), then one probe finds S' .
+ *   tag = the top 32 bits of mix(key); a key's home slot is the top log2(cap) bits of its tag,
+ *   so the table can grow and delete (backward shift, no tombstones) without the arena, and a
+ *   probe reads the arena only when a tag matches (then compares the full key).
+ *   Worker sets: one id per distinct set, refcounted; sig(S) = XOR of mix(w) for w in S, so
+ *   adding or removing one worker finds S' with one probe of an intern table.
  *
- * A block costs one 12-byte slot divided by the load factor (3/8 .. 3/4 → 16..32 B) whatever
- * the number of its holders: it stores one set id. Blocks of one prompt chain are almost
- * always held by the same workers, so there are few distinct sets, each shared by many blocks
- * (refcounted, freed at zero). Measured: 10M memberships take ~10 B per membership with 4M
- * blocks (1-4 of 64 workers each), 20 B with 7.5M blocks (1.33 workers each, bench_index).
+ * Lookups (ipl_index_match): a prompt's blocks are a chain, and the arena keeps a chain's blocks
+ * in consecutive entries, so after one probe for the first block the walk compares the next
+ * prompt hash with the next arena entry — a sequential read — and probes the table again only
+ * where the chain continues elsewhere (another run). A 512-block prompt costs a few probes and
+ * a 6 KB scan, not 512 random reads of a table far larger than the caches.
  *
- * ipl_index_match walks the chain once: one probe per block, and only when the set id changes
- * from the previous block does it intersect the surviving workers with the new set (sorted
- * arrays). It stops at the first block nobody (still alive) holds. A 512-block prompt held by
- * 64 workers costs ~512 probes, not 512 × 64 membership tests; the probes of the next blocks
- * are prefetched, so a cold index pays overlapping DRAM misses, not one after another.
+ * Placement (ipl_index_add_chain): a new block goes right after its predecessor (the previous
+ * hash of the call, or the call's `parent` hint for the first) when that entry is a hole, or at
+ * the top of the arena when its predecessor is the top entry; otherwise it starts a new run at
+ * the top. A call that leaves a run at the top reserves holes after it (S_SLACK_NEW for a new
+ * chain, S_SLACK_GROW for one already continued elsewhere), where the chain's next blocks land
+ * later: vLLM reports chunked prefill and decode blocks piece by piece, interleaved with every
+ * other request's. Placement is only about speed: the walk checks every key, so any
+ * layout gives the same answers.
  *
- * Big block tables are mapped in transparent huge pages (s_slots_alloc): a lookup touches
- * random slots all over the table, and with 4 KiB pages most probes would miss the TLB too.
+ * Holes (removed blocks, unused slack) are squeezed out by an incremental compaction: once the
+ * holes outnumber half the live blocks, every add/remove call also slides a bounded number of
+ * entries down over the holes (order kept, so runs stay runs), updating their table refs.
+ * No call pays for the whole arena.
+ *
+ * Memory per block: 8 B / load (3/8 .. 3/4 → 11..21 B) in the table + 12 B in the arena (+ its
+ * holes, at most half the live blocks before compaction starts), whatever the number of its
+ * holders. Big tables and arenas live in transparent huge pages (s_mem_alloc).
  *
  * Costs: add/remove O(1) amortised per block (+ O(|S|) to build a set the first time it is
- * seen); clear_worker and foreach scan the block table once (O(capacity)).
+ * seen); clear_worker and foreach scan the arena once (O(top)), foreach in chain order.
  */
 #include "ipl_index.h"
 
@@ -51,11 +60,16 @@
 #include <sys/mman.h>
 
 #define S_INITIAL_SLOTS 1024u /* block table */
+#define S_INITIAL_ARENA 1024u /* arena entries */
 #define S_INITIAL_SETS  64u   /* set pool and intern table */
 #define S_NAME_SLOTS    2048u /* worker-name table: 2 × IPL_INDEX_MAX_WORKERS */
-#define S_PREFETCH      24u   /* match: blocks probed ahead */
 #define S_PREFETCH_W    8u    /* add/remove: blocks probed ahead */
-#define S_EMPTY_SET     0u    /* set id 0: the empty set, also "empty slot" */
+#define S_SLACK_NEW     16u   /* holes reserved after a new chain's run at the arena's top */
+#define S_SLACK_GROW    128u  /* ... after a run that continues a chain stored elsewhere */
+#define S_COMPACT_MIN   16384u /* holes tolerated whatever the size */
+#define S_MAX_BITS      31u   /* table capacity <= 2^31 slots (a tag has 32 bits) */
+#define S_EMPTY_SET     0u    /* set id 0: the empty set, also "hole" in the arena */
+#define S_NONE          SIZE_MAX
 
 typedef struct {
     uint64_t sig;     /* XOR of s_mix(w) over members */
@@ -64,13 +78,18 @@ typedef struct {
     uint16_t *member; /* sorted worker ids, n of them (NULL when n == 0) */
 } s_set_t;
 
-/* One block-table slot: 12 bytes, packed so that a probe touches one cache line (mostly) and
- * a table at load 3/8 still costs only 32 B per block. set == 0 marks an empty slot. */
+/* One block-table slot. ref == 0: empty; otherwise the block's arena position + 1. */
+typedef struct {
+    uint32_t tag;
+    uint32_t ref;
+} s_slot_t;
+
+/* One arena entry: 12 bytes, packed. set == 0: a hole (its key means nothing). */
 typedef struct __attribute__((packed, aligned(4))) {
     uint64_t key;
     uint32_t set;
-} s_slot_t;
-_Static_assert(sizeof(s_slot_t) == 12, "block slots are 12 bytes");
+} s_ent_t;
+_Static_assert(sizeof(s_ent_t) == 12, "arena entries are 12 bytes");
 
 /* The last set transition of an add/remove loop: consecutive blocks of a chain usually share
  * their holder set, so the next block reuses it without an intern lookup. Invalidated whenever
@@ -85,10 +104,18 @@ struct ipl_index {
     /* block table */
     s_slot_t *slot;
     size_t cap; /* power of two */
-    size_t count;
-    unsigned shift; /* 64 - log2(cap) */
+    size_t count; /* blocks = live arena entries */
+    unsigned bits; /* log2(cap) */
 
-    /* set pool: ids 1.. ; free ids chained through `member` == NULL && refs == 0 via free list */
+    /* arena: entries [0, top) used (live or holes), capacity acap */
+    s_ent_t *ent;
+    size_t top, acap;
+    /* incremental compaction, when `compacting`: [0, cw) done, [cw, cr) holes nobody may fill,
+     * [cr, top) still to slide down */
+    bool compacting;
+    size_t cw, cr;
+
+    /* set pool: ids 1.. ; freed ids on the free_ids stack */
     s_set_t *pool;
     uint32_t pool_cap;
     uint32_t pool_used; /* ids < pool_used have been handed out at least once */
@@ -120,11 +147,16 @@ static inline uint64_t s_mix(uint64_t x)
     return x ^ (x >> 31);
 }
 
-static inline size_t s_home(const ipl_index_t *self, uint64_t key)
+/* Keys are XXH3 outputs already, but tests and adversaries may send 1, 2, 3...: the tag is
+ * taken from a full mix of the key. */
+static inline uint32_t s_tag(uint64_t key)
 {
-    /* Keys are XXH3 outputs already, but tests and adversaries may send 1, 2, 3...:
-     * Fibonacci hashing spreads them over the top bits. */
-    return (size_t)((key * 0x9e3779b97f4a7c15ULL) >> self->shift);
+    return (uint32_t)(s_mix(key) >> 32);
+}
+
+static inline size_t s_home(const ipl_index_t *self, uint32_t tag)
+{
+    return (size_t)(tag >> (32 - self->bits));
 }
 
 static uint64_t s_name_hash(const char *name)
@@ -332,19 +364,23 @@ static int s_set_step(ipl_index_t *self, uint32_t base, int worker, bool adding,
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* block table */
+/* memory */
 
 #define S_HUGE_PAGE (2u << 20)
-#define S_HUGE_MIN  (4u << 20) /* tables from this size on live in transparent huge pages */
+#define S_HUGE_MIN  (4u << 20) /* blocks from this size on live in transparent huge pages */
 
-/* A zeroed table of `cap` slots. Large tables are mapped 2 MiB-aligned with MADV_HUGEPAGE:
- * lookups probe random slots all over the table, and with 4 KiB pages nearly every probe of a
- * big table would also miss the TLB. */
-static s_slot_t *s_slots_alloc(size_t cap)
+static size_t s_huge_len(size_t bytes)
 {
-    size_t bytes = cap * sizeof(s_slot_t);
-    if (bytes < S_HUGE_MIN) return calloc(cap, sizeof(s_slot_t));
-    size_t len = (bytes + S_HUGE_PAGE - 1) & ~(size_t)(S_HUGE_PAGE - 1);
+    return (bytes + S_HUGE_PAGE - 1) & ~(size_t)(S_HUGE_PAGE - 1);
+}
+
+/* Zeroed memory. Large blocks are mapped 2 MiB-aligned with MADV_HUGEPAGE: lookups probe random
+ * slots all over the table, and with 4 KiB pages nearly every probe of a big table would also
+ * miss the TLB. Untouched pages of a mapping cost no RSS. */
+static void *s_mem_alloc(size_t bytes)
+{
+    if (bytes < S_HUGE_MIN) return calloc(1, bytes);
+    size_t len = s_huge_len(bytes);
     uint8_t *p =
         mmap(NULL, len + S_HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;
@@ -353,67 +389,102 @@ static s_slot_t *s_slots_alloc(size_t cap)
     uint8_t *end = p + len + S_HUGE_PAGE;
     if (end > a + len) munmap(a + len, (size_t)(end - (a + len)));
     (void)madvise(a, len, MADV_HUGEPAGE); /* advice only: THP may be off */
-    return (s_slot_t *)a;
+    return a;
 }
 
-static void s_slots_free(s_slot_t *slot, size_t cap)
+static void s_mem_free(void *p, size_t bytes)
 {
-    size_t bytes = cap * sizeof(s_slot_t);
-    if (!slot) return;
+    if (!p) return;
     if (bytes < S_HUGE_MIN)
-        free(slot);
+        free(p);
     else
-        munmap(slot, (bytes + S_HUGE_PAGE - 1) & ~(size_t)(S_HUGE_PAGE - 1));
+        munmap(p, s_huge_len(bytes));
 }
 
-static unsigned s_log2(size_t cap)
+/* p (`old` bytes from s_mem_alloc) grown to `bytes`, zero past `old`; NULL (p intact) on
+ * failure. Large blocks grow by mremap: no copy, and the new pages cost nothing until used. */
+static void *s_mem_grow(void *p, size_t old, size_t bytes)
 {
-    unsigned b = 0;
-    while (((size_t)1 << b) < cap)
-        b++;
-    return b;
+    if (bytes < S_HUGE_MIN) {
+        uint8_t *q = realloc(p, bytes);
+        if (q) memset(q + old, 0, bytes - old);
+        return q;
+    }
+    if (old < S_HUGE_MIN) {
+        uint8_t *q = s_mem_alloc(bytes);
+        if (q) {
+            memcpy(q, p, old);
+            free(p);
+        }
+        return q;
+    }
+    size_t nlen = s_huge_len(bytes);
+    void *q = mremap(p, s_huge_len(old), nlen, MREMAP_MAYMOVE);
+    if (q == MAP_FAILED) return NULL;
+    (void)madvise(q, nlen, MADV_HUGEPAGE);
+    return q;
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* block table */
 
 static int s_table_grow(ipl_index_t *self)
 {
+    if (self->bits >= S_MAX_BITS) return IPL_E_NOMEM;
     size_t ncap = self->cap * 2;
-    s_slot_t *slot = s_slots_alloc(ncap);
+    unsigned nbits = self->bits + 1;
+    s_slot_t *slot = s_mem_alloc(ncap * sizeof *slot);
     if (!slot) return IPL_E_NOMEM;
-    unsigned nshift = 64 - s_log2(ncap);
     for (size_t i = 0; i < self->cap; i++) {
-        if (!self->slot[i].set) continue;
-        uint64_t key = self->slot[i].key;
-        size_t j = (size_t)((key * 0x9e3779b97f4a7c15ULL) >> nshift);
-        while (slot[j].set)
+        s_slot_t s = self->slot[i];
+        if (!s.ref) continue;
+        size_t j = s.tag >> (32 - nbits);
+        while (slot[j].ref)
             j = (j + 1) & (ncap - 1);
-        slot[j] = self->slot[i];
+        slot[j] = s;
     }
-    s_slots_free(self->slot, self->cap);
+    s_mem_free(self->slot, self->cap * sizeof *slot);
     self->slot = slot;
     self->cap = ncap;
-    self->shift = nshift;
+    self->bits = nbits;
     return 0;
 }
 
-/* The slot of `key`, or SIZE_MAX. */
-static inline size_t s_find(const ipl_index_t *self, uint64_t key)
+/* The table slot of `key`, or S_NONE. */
+static inline size_t s_find_slot(const ipl_index_t *self, uint64_t key)
 {
+    uint32_t tag = s_tag(key);
     size_t mask = self->cap - 1;
-    for (size_t i = s_home(self, key);; i = (i + 1) & mask) {
-        if (!self->slot[i].set) return SIZE_MAX;
-        if (self->slot[i].key == key) return i;
+    for (size_t i = s_home(self, tag);; i = (i + 1) & mask) {
+        s_slot_t s = self->slot[i];
+        if (!s.ref) return S_NONE;
+        if (s.tag == tag && self->ent[s.ref - 1].key == key) return i;
     }
 }
 
-/* Starts loading the memory a lookup of `key` will read: its home slot and the next one (a
- * 12-byte slot may straddle two cache lines, and a hit is often one slot past home). The
- * second address may lie past the table's end: computed as an integer, and a prefetch never
- * faults. */
+/* The arena position of `key`, or S_NONE. */
+static inline size_t s_find(const ipl_index_t *self, uint64_t key)
+{
+    size_t i = s_find_slot(self, key);
+    return i == S_NONE ? S_NONE : self->slot[i].ref - 1;
+}
+
+/* The table slot pointing at the live arena entry `pos`. */
+static size_t s_slot_of(const ipl_index_t *self, size_t pos)
+{
+    size_t mask = self->cap - 1;
+    size_t i = s_home(self, s_tag(self->ent[pos].key));
+    while (self->slot[i].ref != pos + 1) {
+        assert(self->slot[i].ref != 0);
+        i = (i + 1) & mask;
+    }
+    return i;
+}
+
+/* Starts loading the home slot of `key` (8-byte slots never straddle a cache line). */
 static inline void s_prefetch_home(const ipl_index_t *self, uint64_t key)
 {
-    uintptr_t a = (uintptr_t)&self->slot[s_home(self, key)];
-    __builtin_prefetch((const void *)a);
-    __builtin_prefetch((const void *)(a + 2 * sizeof(s_slot_t) - 1));
+    __builtin_prefetch(&self->slot[s_home(self, s_tag(key))]);
 }
 
 /* Empties slot i, shifting the rest of its cluster back so probes never cross a hole. */
@@ -423,24 +494,56 @@ static void s_slot_delete(ipl_index_t *self, size_t i)
     size_t j = i;
     for (;;) {
         j = (j + 1) & mask;
-        if (!self->slot[j].set) break;
-        size_t home = s_home(self, self->slot[j].key);
+        if (!self->slot[j].ref) break;
+        size_t home = s_home(self, self->slot[j].tag);
         bool movable = (i <= j) ? (home <= i || home > j) : (home <= i && home > j);
         if (movable) {
             self->slot[i] = self->slot[j];
             i = j;
         }
     }
-    self->slot[i].set = S_EMPTY_SET;
+    self->slot[i] = (s_slot_t){0, 0};
     self->count--;
 }
 
-/* Moves slot i from its set to `to` (already derived, so it exists), fixing refcounts and
- * counters. `to` == 0 deletes the slot; returns true then (the slot now holds another block
- * or nothing, so a scan must look at it again). */
-static bool s_slot_move(ipl_index_t *self, size_t i, uint32_t to, int worker, bool adding)
+/* ------------------------------------------------------------------------------------------ */
+/* arena */
+
+/* Room for `n` more entries at the top. */
+static int s_arena_reserve(ipl_index_t *self, size_t n)
 {
-    uint32_t from = self->slot[i].set;
+    if (self->top + n <= self->acap) return 0;
+    size_t ncap = self->acap * 2;
+    while (ncap < self->top + n)
+        ncap *= 2;
+    s_ent_t *e = s_mem_grow(self->ent, self->acap * sizeof *e, ncap * sizeof *e);
+    if (!e) return IPL_E_NOMEM;
+    self->ent = e;
+    self->acap = ncap;
+    return 0;
+}
+
+/* Where a new block goes, given its predecessor's position (S_NONE: unknown): right after it
+ * if that entry is a hole (not one the compaction is sliding over) or the top; otherwise a new
+ * run at the top. Room at the top must be reserved. */
+static size_t s_place(ipl_index_t *self, size_t prev)
+{
+    if (prev != S_NONE) {
+        size_t p = prev + 1;
+        if (p < self->top && self->ent[p].set == S_EMPTY_SET &&
+            !(self->compacting && p >= self->cw && p < self->cr))
+            return p;
+    }
+    return self->top++;
+}
+
+/* Moves the block at arena position `pos` (table slot `slot`, or S_NONE to look it up) from
+ * its set to `to` (already derived, so it exists), fixing refcounts and counters. `to` == 0
+ * deletes the block: its table slot goes and its entry becomes a hole. */
+static void s_block_move(ipl_index_t *self, size_t pos, size_t slot, uint32_t to, int worker,
+                         bool adding)
+{
+    uint32_t from = self->ent[pos].set;
     s_set_ref(self, to); /* before unref: `to` may have refs 0 and must not be freed */
     if (adding) {
         self->wblocks[worker]++;
@@ -449,14 +552,37 @@ static bool s_slot_move(ipl_index_t *self, size_t i, uint32_t to, int worker, bo
         self->wblocks[worker]--;
         self->memberships--;
     }
-    if (to == S_EMPTY_SET) {
-        s_slot_delete(self, i);
-        s_set_unref(self, from);
-        return true;
-    }
-    self->slot[i].set = to;
+    if (to == S_EMPTY_SET) s_slot_delete(self, slot == S_NONE ? s_slot_of(self, pos) : slot);
+    self->ent[pos].set = to;
     s_set_unref(self, from);
-    return false;
+}
+
+/* One bounded step of the incremental compaction (see the top of the file), started once the
+ * holes outnumber half the live blocks (+ S_COMPACT_MIN). `n`: blocks the calling operation
+ * touched; the step slides over a multiple of that, more than the operation can add, so a
+ * compaction always finishes. */
+static void s_compact_step(ipl_index_t *self, size_t n)
+{
+    if (!self->compacting) {
+        if (self->top - self->count <= self->count / 2 + S_COMPACT_MIN) return;
+        self->compacting = true;
+        self->cw = self->cr = 0;
+    }
+    size_t budget = 4 * n + 2 * S_SLACK_GROW + 64;
+    for (; budget > 0 && self->cr < self->top; budget--, self->cr++) {
+        s_ent_t e = self->ent[self->cr];
+        if (e.set == S_EMPTY_SET) continue;
+        if (self->cw != self->cr) {
+            self->slot[s_slot_of(self, self->cr)].ref = (uint32_t)(self->cw + 1);
+            self->ent[self->cw] = e;
+            self->ent[self->cr].set = S_EMPTY_SET;
+        }
+        self->cw++;
+    }
+    if (self->cr == self->top) {
+        self->top = self->cw;
+        self->compacting = false;
+    }
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -467,7 +593,9 @@ ipl_index_t *ipl_index_new(void)
     ipl_index_t *self = calloc(1, sizeof *self);
     if (!self) return NULL;
     self->cap = S_INITIAL_SLOTS;
-    self->shift = 64 - s_log2(self->cap);
+    self->bits = 10;
+    _Static_assert(S_INITIAL_SLOTS == 1u << 10, "bits = log2(S_INITIAL_SLOTS)");
+    self->acap = S_INITIAL_ARENA;
     self->pool_cap = S_INITIAL_SETS;
     self->pool_used = 1; /* id 0 is the empty set */
     self->intern_cap = S_INITIAL_SETS;
@@ -475,11 +603,14 @@ ipl_index_t *ipl_index_new(void)
     self->free_ids = malloc(self->pool_cap * sizeof *self->free_ids);
     self->intern = calloc(self->intern_cap, sizeof *self->intern);
     self->memo.from = self->memo.to = UINT32_MAX;
-    if (!self->pool || !self->free_ids || !self->intern ||
-        !(self->slot = s_slots_alloc(self->cap))) {
+    self->slot = s_mem_alloc(self->cap * sizeof *self->slot);
+    self->ent = s_mem_alloc(self->acap * sizeof *self->ent);
+    if (!self->pool || !self->free_ids || !self->intern || !self->slot || !self->ent) {
         free(self->pool);
         free(self->free_ids);
         free(self->intern);
+        s_mem_free(self->slot, self->cap * sizeof *self->slot);
+        s_mem_free(self->ent, self->acap * sizeof *self->ent);
         free(self);
         return NULL;
     }
@@ -495,7 +626,8 @@ void ipl_index_destroy(ipl_index_t **self_p)
     free(self->pool);
     free(self->free_ids);
     free(self->intern);
-    s_slots_free(self->slot, self->cap);
+    s_mem_free(self->slot, self->cap * sizeof *self->slot);
+    s_mem_free(self->ent, self->acap * sizeof *self->ent);
     for (int w = 0; w < self->nworkers; w++)
         free(self->names[w]);
     free(self);
@@ -544,36 +676,59 @@ int ipl_index_nworkers(const ipl_index_t *self)
     return self->nworkers;
 }
 
-int ipl_index_add(ipl_index_t *self, int worker, const uint64_t *hashes, size_t n)
+int ipl_index_add_chain(ipl_index_t *self, int worker, uint64_t parent, const uint64_t *hashes,
+                        size_t n)
 {
     assert(self && (hashes || n == 0));
     if (worker < 0 || worker >= self->nworkers) return IPL_E_RANGE;
+    if (n == 0) return 0;
+    if (s_arena_reserve(self, n + S_SLACK_GROW) != 0) return IPL_E_NOMEM;
+    size_t prev = parent ? s_find(self, parent) : S_NONE;
+    bool at_top = false; /* the last new block ended a run at the top */
+    size_t slack = S_SLACK_NEW;
     for (size_t k = 0; k < n; k++) {
         uint64_t key = hashes[k];
         if (k + S_PREFETCH_W < n) s_prefetch_home(self, hashes[k + S_PREFETCH_W]);
-        size_t i = s_find(self, key);
-        if (i == SIZE_MAX) {
+        size_t i = s_find_slot(self, key);
+        if (i == S_NONE) {
             if ((self->count + 1) * 4 > self->cap * 3 && s_table_grow(self) != 0)
                 return IPL_E_NOMEM;
             uint32_t to;
             if (s_set_step(self, S_EMPTY_SET, worker, true, &to) != 0) return IPL_E_NOMEM;
+            size_t pos = s_place(self, prev);
+            at_top = pos + 1 == self->top;
+            /* a chain that grows in pieces interleaved with others (decoding, chunked prefill)
+             * gets room to grow in place */
+            if (at_top && prev != S_NONE && pos != prev + 1) slack = S_SLACK_GROW;
+            self->ent[pos] = (s_ent_t){.key = key, .set = S_EMPTY_SET};
+            uint32_t tag = s_tag(key);
             size_t mask = self->cap - 1;
-            for (i = s_home(self, key); self->slot[i].set; i = (i + 1) & mask)
+            for (i = s_home(self, tag); self->slot[i].ref; i = (i + 1) & mask)
                 ;
-            self->slot[i].key = key;
-            self->slot[i].set = S_EMPTY_SET;
+            self->slot[i] = (s_slot_t){.tag = tag, .ref = (uint32_t)(pos + 1)};
             self->count++;
-            /* sets[i] is 0 for this instant only; s_slot_move sets it to `to` (non-empty) */
-            s_slot_move(self, i, to, worker, true);
+            /* the entry's set is 0 for this instant only; s_block_move makes it `to` (non-empty) */
+            s_block_move(self, pos, i, to, worker, true);
+            prev = pos;
             continue;
         }
-        uint32_t from = self->slot[i].set;
+        size_t pos = self->slot[i].ref - 1;
+        prev = pos;
+        at_top = false;
+        uint32_t from = self->ent[pos].set;
         if (s_set_has(&self->pool[from], worker)) continue; /* idempotent */
         uint32_t to;
         if (s_set_step(self, from, worker, true, &to) != 0) return IPL_E_NOMEM;
-        s_slot_move(self, i, to, worker, true);
+        s_block_move(self, pos, i, to, worker, true);
     }
+    if (at_top) self->top += slack; /* reserved above; entries past top are holes */
+    s_compact_step(self, n);
     return 0;
+}
+
+int ipl_index_add(ipl_index_t *self, int worker, const uint64_t *hashes, size_t n)
+{
+    return ipl_index_add_chain(self, worker, 0, hashes, n);
 }
 
 int ipl_index_remove(ipl_index_t *self, int worker, const uint64_t *hashes, size_t n)
@@ -582,14 +737,16 @@ int ipl_index_remove(ipl_index_t *self, int worker, const uint64_t *hashes, size
     if (worker < 0 || worker >= self->nworkers) return IPL_E_RANGE;
     for (size_t k = 0; k < n; k++) {
         if (k + S_PREFETCH_W < n) s_prefetch_home(self, hashes[k + S_PREFETCH_W]);
-        size_t i = s_find(self, hashes[k]);
-        if (i == SIZE_MAX) continue;
-        uint32_t from = self->slot[i].set;
+        size_t i = s_find_slot(self, hashes[k]);
+        if (i == S_NONE) continue;
+        size_t pos = self->slot[i].ref - 1;
+        uint32_t from = self->ent[pos].set;
         if (!s_set_has(&self->pool[from], worker)) continue;
         uint32_t to;
         if (s_set_step(self, from, worker, false, &to) != 0) return IPL_E_NOMEM;
-        s_slot_move(self, i, to, worker, false);
+        s_block_move(self, pos, i, to, worker, false);
     }
+    s_compact_step(self, n);
     return 0;
 }
 
@@ -615,28 +772,22 @@ void ipl_index_clear_worker(ipl_index_t *self, int worker)
                 remap[s] = to;
             }
         }
-        for (size_t i = 0; i < self->cap;) {
-            uint32_t s = self->slot[i].set;
-            if (s == S_EMPTY_SET || s >= nsets || remap[s] == s) {
-                i++;
-                continue;
-            }
-            if (!s_slot_move(self, i, remap[s], worker, false)) i++;
+        for (size_t p = 0; p < self->top; p++) {
+            uint32_t s = self->ent[p].set;
+            if (s != S_EMPTY_SET && s < nsets && remap[s] != s)
+                s_block_move(self, p, S_NONE, remap[s], worker, false);
         }
         for (uint32_t s = 0; s < nsets; s++)
             if (remap[s] != s) s_set_unref(self, remap[s]);
         free(remap);
     }
     /* Slow path (allocation failed, or sets created during the pass): per block. */
-    for (size_t i = 0; i < self->cap && self->wblocks[worker] > 0;) {
-        uint32_t s = self->slot[i].set;
+    for (size_t p = 0; p < self->top && self->wblocks[worker] > 0; p++) {
+        uint32_t s = self->ent[p].set;
         uint32_t to;
-        if (s == S_EMPTY_SET || !s_set_has(&self->pool[s], worker) ||
-            s_set_derive(self, s, worker, false, &to) != 0) {
-            i++;
-            continue;
-        }
-        if (!s_slot_move(self, i, to, worker, false)) i++;
+        if (s != S_EMPTY_SET && s_set_has(&self->pool[s], worker) &&
+            s_set_derive(self, s, worker, false, &to) == 0)
+            s_block_move(self, p, S_NONE, to, worker, false);
     }
 }
 
@@ -648,23 +799,26 @@ size_t ipl_index_match(const ipl_index_t *self, const uint64_t *hashes, size_t n
     for (size_t w = 0; w < nw; w++)
         prefix[w] = 0;
     if (n == 0) return 0;
-    for (size_t i = 1; i < n && i < S_PREFETCH; i++)
-        s_prefetch_home(self, hashes[i]);
-    size_t i0 = s_find(self, hashes[0]);
-    if (i0 == SIZE_MAX) return 0;
-    uint32_t cur = self->slot[i0].set;
+    size_t pos = s_find(self, hashes[0]);
+    if (pos == S_NONE) return 0;
+    const s_ent_t *ent = self->ent;
+    uint32_t cur = ent[pos].set;
     const s_set_t *set = &self->pool[cur];
     uint16_t alive[IPL_INDEX_MAX_WORKERS];
     size_t nalive = set->n;
     memcpy(alive, set->member, nalive * sizeof *alive);
     size_t best = 0, depth = 1;
     for (size_t i = 1; i < n; i++) {
-        /* The whole chain is known up front: prefetch the home slots a few blocks ahead so the
-         * DRAM misses of a cold index overlap instead of queueing one after another. */
-        if (i + S_PREFETCH < n) s_prefetch_home(self, hashes[i + S_PREFETCH]);
-        size_t slot = s_find(self, hashes[i]);
-        if (slot == SIZE_MAX) break;
-        uint32_t s = self->slot[slot].set;
+        /* The chain's next block is usually the next arena entry: a sequential read. Only
+         * where the chain continues in another run does the walk probe the table. */
+        size_t p = pos + 1;
+        if (p < self->top && ent[p].key == hashes[i] && ent[p].set != S_EMPTY_SET) {
+            pos = p;
+        } else {
+            pos = s_find(self, hashes[i]);
+            if (pos == S_NONE) break;
+        }
+        uint32_t s = ent[pos].set;
         if (s != cur) {
             /* intersect alive (sorted) with the new set (sorted); drop-outs stop at depth i */
             const s_set_t *t = &self->pool[s];
@@ -712,20 +866,29 @@ size_t ipl_index_memberships(const ipl_index_t *self)
 size_t ipl_index_memory_bytes(const ipl_index_t *self)
 {
     assert(self);
-    return sizeof *self + self->cap * sizeof(s_slot_t) +
+    /* A large arena is a mapping: only the pages up to its top have ever been touched. */
+    size_t arena = self->acap * sizeof(s_ent_t);
+    if (arena >= S_HUGE_MIN) arena = s_huge_len(self->top * sizeof(s_ent_t));
+    return sizeof *self + self->cap * sizeof(s_slot_t) + arena +
            self->pool_cap * (sizeof(s_set_t) + sizeof(uint32_t)) +
            self->intern_cap * sizeof(uint32_t) + self->member_bytes;
+}
+
+size_t ipl_index_arena_entries(const ipl_index_t *self)
+{
+    assert(self);
+    return self->top;
 }
 
 int ipl_index_foreach(const ipl_index_t *self, int worker, ipl_index_block_fn *fn, void *arg)
 {
     assert(self && fn);
     if (worker < 0 || worker >= self->nworkers || self->wblocks[worker] == 0) return 0;
-    /* Decide membership once per set, then scan the table. */
+    /* Decide membership once per set, then scan the arena (chain order). */
     uint32_t nsets = self->pool_used;
     uint8_t *holds = calloc(nsets, 1);
-    for (size_t i = 0; i < self->cap; i++) {
-        uint32_t s = self->slot[i].set;
+    for (size_t p = 0; p < self->top; p++) {
+        uint32_t s = self->ent[p].set;
         if (s == S_EMPTY_SET) continue;
         bool has;
         if (holds) {
@@ -735,7 +898,7 @@ int ipl_index_foreach(const ipl_index_t *self, int worker, ipl_index_block_fn *f
             has = s_set_has(&self->pool[s], worker);
         }
         if (has) {
-            int rc = fn(arg, self->slot[i].key);
+            int rc = fn(arg, self->ent[p].key);
             if (rc != 0) {
                 free(holds);
                 return rc;

@@ -35,6 +35,12 @@ int ipl_index_nworkers(const ipl_index_t *self); /* ids are 0 .. nworkers-1 */
 /* Records that `worker` holds / no longer holds each block. Idempotent per (block, worker).
  * Return 0 or IPL_E_NOMEM / IPL_E_RANGE. */
 int ipl_index_add(ipl_index_t *self, int worker, const uint64_t *hashes, size_t n);
+/* ipl_index_add for blocks that continue a chain: `parent` is our hash of the block before
+ * hashes[0] in its chain (0: unknown, or hashes[0] starts the chain). A placement hint only —
+ * the index stores a chain's blocks next to each other, which is what makes ipl_index_match
+ * fast — it never changes what the index answers. */
+int ipl_index_add_chain(ipl_index_t *self, int worker, uint64_t parent, const uint64_t *hashes,
+                        size_t n);
 int ipl_index_remove(ipl_index_t *self, int worker, const uint64_t *hashes, size_t n);
 /* Forgets every block of `worker` (AllBlocksCleared, restart, degraded). */
 void ipl_index_clear_worker(ipl_index_t *self, int worker);
@@ -48,6 +54,8 @@ size_t ipl_index_worker_blocks(const ipl_index_t *self, int worker); /* blocks h
 size_t ipl_index_blocks(const ipl_index_t *self);      /* distinct blocks held by anyone */
 size_t ipl_index_memberships(const ipl_index_t *self); /* (block, worker) pairs */
 size_t ipl_index_memory_bytes(const ipl_index_t *self);
+/* Arena entries in use, blocks and holes (layout diagnostics and tests). */
+size_t ipl_index_arena_entries(const ipl_index_t *self);
 
 /* Calls fn for every block `worker` holds (order unspecified), to build snapshots. Stops early
  * and returns fn's value when it returns non-zero. The index must not change during the walk. */

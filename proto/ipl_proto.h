@@ -143,7 +143,11 @@ enum {
     F(X, u64, op, "1 stored, 2 removed, 3 all cleared")                                            \
     F(X, u64s, hashes, "our chained block hashes, in chain order")                                 \
     F(X, u64, block_size, "tokens per block")                                                      \
-    F(X, opt_u64, incarnation, IPL_PROTO_INCARNATION_DOC)
+    F(X, opt_u64, incarnation, IPL_PROTO_INCARNATION_DOC)                                          \
+    F(X, opt_u64, parent,                                                                          \
+      "STORED: our hash of the block before hashes[0] in its chain (0: the chain starts there, "   \
+      "unknown, or a sender older than this field); a hint that lets the index store a chain's "   \
+      "blocks next to each other")
 
 #define IPL_PROTO_FIELDS_load(F, A, X)                                                             \
     F(X, u64, seq, "aggregator state sequence (0 from a collector)")                               \

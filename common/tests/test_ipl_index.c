@@ -4,6 +4,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -278,47 +279,15 @@ static void test_200_workers(void **state)
 }
 
 /* Random adds, removes and clears over a small key space, checked against a bitmap model. */
-static void test_random_model(void **state)
+/* Compares the index with a brute-force model (model[w * K + k]: worker w holds key k). */
+static void s_model_check(ipl_index_t *idx, const uint8_t *model, int W, size_t K)
 {
-    (void)state;
-    enum { W = 70, K = 3000, OPS = 20000 };
-    ipl_index_t *idx = s_new();
-    static uint8_t model[W][K];
-    memset(model, 0, sizeof model);
-    char name[16];
-    for (int w = 0; w < W; w++) {
-        snprintf(name, sizeof name, "m%d", w);
-        ipl_index_worker(idx, name);
-    }
-    unsigned seed = 12345;
-    for (int op = 0; op < OPS; op++) {
-        seed = seed * 1103515245u + 12345u;
-        int w = (int)((seed >> 8) % W);
-        size_t k = (seed >> 16) % K;
-        size_t run = 1 + (seed % 16);
-        int kind = (int)((seed >> 4) % 100);
-        uint64_t h[16];
-        for (size_t i = 0; i < run; i++)
-            h[i] = (k + i) % K;
-        if (kind < 60) {
-            assert_int_equal(ipl_index_add(idx, w, h, run), 0);
-            for (size_t i = 0; i < run; i++)
-                model[w][h[i]] = 1;
-        } else if (kind < 99) {
-            assert_int_equal(ipl_index_remove(idx, w, h, run), 0);
-            for (size_t i = 0; i < run; i++)
-                model[w][h[i]] = 0;
-        } else {
-            ipl_index_clear_worker(idx, w);
-            memset(model[w], 0, K);
-        }
-    }
     size_t memberships = 0, blocks = 0;
     for (size_t k = 0; k < K; k++) {
         int any = 0;
         for (int w = 0; w < W; w++) {
-            memberships += model[w][k];
-            any |= model[w][k];
+            memberships += model[(size_t)w * K + k];
+            any |= model[(size_t)w * K + k];
         }
         blocks += any;
     }
@@ -327,29 +296,131 @@ static void test_random_model(void **state)
     for (int w = 0; w < W; w++) {
         size_t n = 0;
         for (size_t k = 0; k < K; k++)
-            n += model[w][k];
+            n += model[(size_t)w * K + k];
         assert_int_equal(ipl_index_worker_blocks(idx, w), n);
         s_walk_t walk = {0};
         ipl_index_foreach(idx, w, s_walk, &walk);
         assert_int_equal(walk.count, n);
     }
-    /* prefix matches over random chains */
-    uint32_t prefix[W];
-    for (size_t start = 0; start < K; start += 97) {
+    /* prefix matches over chains of consecutive keys */
+    uint32_t prefix[IPL_INDEX_MAX_WORKERS];
+    for (size_t start = 0; start < K; start += 1 + K / 40) {
         uint64_t h[40];
         for (size_t i = 0; i < 40; i++)
             h[i] = (start + i) % K;
-        size_t best = ipl_index_match(idx, h, 40, prefix, W);
+        size_t best = ipl_index_match(idx, h, 40, prefix, (size_t)W);
         size_t expect_best = 0;
         for (int w = 0; w < W; w++) {
             size_t p = 0;
-            while (p < 40 && model[w][h[p]])
+            while (p < 40 && model[(size_t)w * K + h[p]])
                 p++;
             assert_int_equal(prefix[w], p);
             if (p > expect_best) expect_best = p;
         }
         assert_int_equal(best, expect_best);
     }
+}
+
+/* `ops` random adds (60%), removes (39%) and clears (1%) of runs of 1-16 consecutive keys out
+ * of K, by W workers; with `hints`, adds pass the key before the run as the parent. Checks
+ * against the model every `every` operations and at the end; returns the largest arena seen. */
+static size_t s_random_run(int W, size_t K, int ops, bool hints, int every, unsigned seed)
+{
+    ipl_index_t *idx = s_new();
+    uint8_t *model = calloc((size_t)W * K, 1);
+    assert_non_null(model);
+    char name[16];
+    for (int w = 0; w < W; w++) {
+        snprintf(name, sizeof name, "m%d", w);
+        ipl_index_worker(idx, name);
+    }
+    size_t arena_max = 0;
+    for (int op = 0; op < ops; op++) {
+        seed = seed * 1103515245u + 12345u;
+        int w = (int)((seed >> 8) % (unsigned)W);
+        seed = seed * 1103515245u + 12345u;
+        size_t k = (seed >> 4) % K;
+        size_t run = 1 + (seed % 16);
+        int kind = (int)((seed >> 24) % 100);
+        uint64_t h[16];
+        for (size_t i = 0; i < run; i++)
+            h[i] = (k + i) % K;
+        if (kind < 60) {
+            uint64_t parent = hints ? (k + K - 1) % K : 0;
+            assert_int_equal(ipl_index_add_chain(idx, w, parent, h, run), 0);
+            for (size_t i = 0; i < run; i++)
+                model[(size_t)w * K + h[i]] = 1;
+        } else if (kind < 99) {
+            assert_int_equal(ipl_index_remove(idx, w, h, run), 0);
+            for (size_t i = 0; i < run; i++)
+                model[(size_t)w * K + h[i]] = 0;
+        } else {
+            ipl_index_clear_worker(idx, w);
+            memset(model + (size_t)w * K, 0, K);
+        }
+        size_t a = ipl_index_arena_entries(idx);
+        if (a > arena_max) arena_max = a;
+        if (every > 0 && op % every == every - 1) s_model_check(idx, model, W, K);
+    }
+    s_model_check(idx, model, W, K);
+    free(model);
+    ipl_index_destroy(&idx);
+    return arena_max;
+}
+
+static void test_random_model(void **state)
+{
+    (void)state;
+    s_random_run(70, 3000, 20000, false, 0, 12345);
+    s_random_run(70, 3000, 20000, true, 5000, 777);
+}
+
+/* Enough churn to trigger the arena's compaction many times: answers stay exact (checked
+ * while compactions are under way), and the arena stays bounded although far more blocks are
+ * added over the run than it could hold without reusing space. */
+static void test_compaction_model(void **state)
+{
+    (void)state;
+    enum { W = 12, K = 40000, OPS = 120000 };
+    size_t arena_max = s_random_run(W, K, OPS, true, 7919, 4242);
+    /* ~430k block adds; live blocks <= K; compaction starts past count/2 + 16384 holes */
+    assert_true(arena_max < 2 * (size_t)K + 16384 + 4096);
+    arena_max = s_random_run(W, K, OPS / 2, false, 0, 99);
+    assert_true(arena_max < 2 * (size_t)K + 16384 + 4096);
+}
+
+/* Chains that grow one block at a time, interleaved with each other (vLLM's decode), with
+ * parent hints: matches are exact and, with the slack kept after each run, every chain's
+ * blocks sit in few runs — the arena grows by about the blocks plus the slack per chain. */
+static void test_interleaved_chains(void **state)
+{
+    (void)state;
+    enum { C = 50, L = 300 };
+    ipl_index_t *idx = s_new();
+    int w0 = ipl_index_worker(idx, "a"), w1 = ipl_index_worker(idx, "b");
+    static uint64_t h[C][L];
+    for (int c = 0; c < C; c++)
+        for (int i = 0; i < L; i++)
+            h[c][i] = 0x9e3779b97f4a7c15ULL * (uint64_t)(c * L + i + 1);
+    for (int i = 0; i < L; i++)
+        for (int c = 0; c < C; c++) {
+            uint64_t parent = i ? h[c][i - 1] : 0;
+            assert_int_equal(ipl_index_add_chain(idx, c % 2 ? w1 : w0, parent, &h[c][i], 1), 0);
+        }
+    assert_int_equal(ipl_index_blocks(idx), (size_t)C * L);
+    assert_true(ipl_index_arena_entries(idx) < (size_t)C * L + (size_t)C * 3 * 128);
+    uint32_t prefix[2];
+    for (int c = 0; c < C; c++) {
+        assert_int_equal(ipl_index_match(idx, h[c], L, prefix, 2), L);
+        assert_int_equal(prefix[c % 2], L);
+        assert_int_equal(prefix[1 - c % 2], 0);
+        assert_int_equal(ipl_index_match(idx, h[c] + 1, L - 1, prefix, 2), L - 1);
+    }
+    /* a wrong parent hint changes nothing but the layout */
+    uint64_t extra[3] = {1, 2, 3};
+    assert_int_equal(ipl_index_add_chain(idx, w0, h[7][5], extra, 3), 0);
+    assert_int_equal(ipl_index_match(idx, extra, 3, prefix, 2), 3);
+    assert_int_equal(ipl_index_match(idx, h[7], L, prefix, 2), L);
     ipl_index_destroy(&idx);
 }
 
@@ -365,6 +436,8 @@ int main(void)
         cmocka_unit_test(test_foreach),
         cmocka_unit_test(test_200_workers),
         cmocka_unit_test(test_random_model),
+        cmocka_unit_test(test_compaction_model),
+        cmocka_unit_test(test_interleaved_chains),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -72,7 +72,7 @@ static int s_apply_kv(aggregator_state_t *self, ipl_kv_event_t *ev, uint64_t now
     int rc = 0;
     switch (ev->op) {
     case IPL_KV_OP_STORED:
-        rc = ipl_index_add(self->index, id, ev->hashes, ev->hashes_len);
+        rc = ipl_index_add_chain(self->index, id, ev->parent, ev->hashes, ev->hashes_len);
         break;
     case IPL_KV_OP_REMOVED:
         rc = ipl_index_remove(self->index, id, ev->hashes, ev->hashes_len);

@@ -273,6 +273,7 @@ static void s_on_op(void *arg, const collector_op_t *op)
                          .epoch = op->epoch,
                          .src_seq = op->src_seq,
                          .op = (uint64_t)op->op,
+                         .parent = op->parent,
                          .hashes = (uint64_t *)op->hashes,
                          .hashes_len = op->nhashes,
                          .block_size = op->block_size};

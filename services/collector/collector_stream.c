@@ -305,10 +305,12 @@ static void s_flush_removed(collector_stream_t *self);
 
 /* Every op goes through here. The pending removals (s_removed) are applied and sent first, so
  * the aggregator sees the operations in the order of the events. */
-static void s_emit(collector_stream_t *self, int op, const uint64_t *hashes, uint32_t n)
+static void s_emit(collector_stream_t *self, int op, uint64_t parent, const uint64_t *hashes,
+                   uint32_t n)
 {
     s_flush_removed(self);
     collector_op_t o = {.op = op,
+                        .parent = parent,
                         .hashes = hashes,
                         .nhashes = n,
                         .block_size = self->block_size,
@@ -343,7 +345,7 @@ static void s_clear(collector_stream_t *self)
     bool had = s_map_size(&self->map) > 0 || self->dirty;
     s_map_clear(&self->map);
     self->stats.mapped = 0;
-    if (had) s_emit(self, COLLECTOR_OP_CLEARED, NULL, 0);
+    if (had) s_emit(self, COLLECTOR_OP_CLEARED, 0, NULL, 0);
     self->dirty = false;
 }
 
@@ -422,7 +424,7 @@ static void s_stored(collector_stream_t *self, const ipl_vllm_kv_event_t *ev)
                       self->worker, ev->nblocks, ev->block_size, ev->ntokens);
         return;
     }
-    uint64_t parent;
+    uint64_t parent, hint = 0; /* hint: our hash of the parent block, for the index's layout */
     if (ev->has_parent) {
         if (!s_map_get(&self->map, ev->parent_hash, &parent)) {
             self->stats.unknown_parents++;
@@ -432,6 +434,7 @@ static void s_stored(collector_stream_t *self, const ipl_vllm_kv_event_t *ev)
             s_incomplete(self, "unknown_parent");
             return;
         }
+        hint = parent;
     } else {
         char lora[S_LORA_MAX + 1];
         const char *name = NULL;
@@ -467,7 +470,7 @@ static void s_stored(collector_stream_t *self, const ipl_vllm_kv_event_t *ev)
     if (n > 0) {
         self->stats.blocks_stored += n;
         self->dirty = true;
-        s_emit(self, COLLECTOR_OP_STORED, self->ours, (uint32_t)n);
+        s_emit(self, COLLECTOR_OP_STORED, hint, self->ours, (uint32_t)n);
     }
 }
 
@@ -524,7 +527,7 @@ static void s_flush_removed(collector_stream_t *self)
     }
     if (n > 0) {
         self->stats.blocks_removed += n;
-        s_emit(self, COLLECTOR_OP_REMOVED, self->ours, n);
+        s_emit(self, COLLECTOR_OP_REMOVED, 0, self->ours, n);
     }
 }
 
@@ -928,7 +931,7 @@ void collector_stream_start(collector_stream_t *self)
 {
     assert(self);
     self->batch_seq = 0;
-    s_emit(self, COLLECTOR_OP_CLEARED, NULL, 0);
+    s_emit(self, COLLECTOR_OP_CLEARED, 0, NULL, 0);
     self->dirty = false;
     if (!s_replay_begin(self, S_REPLAY_REBUILD, 0, S_NO_NEED))
         s_update_state(self, "waiting_for_batch_0");

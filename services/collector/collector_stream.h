@@ -80,6 +80,7 @@ enum { COLLECTOR_KV_EXACT = 0, COLLECTOR_KV_SYNCING = 1, COLLECTOR_KV_DEGRADED =
 typedef struct {
     int op;
     const uint64_t *hashes; /* our chained hashes (STORED: chain order; REMOVED: event order) */
+    uint64_t parent;        /* STORED: our hash of the block before hashes[0]; 0: none known */
     uint32_t nhashes;
     uint32_t block_size; /* of the event, or the last one seen */
     uint64_t epoch;

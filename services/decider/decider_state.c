@@ -42,7 +42,7 @@ static int s_kv_event(decider_state_t *self, const ipl_kv_event_t *ev, uint64_t 
     if (id < 0) return IPL_E_RANGE;
     int rc = IPL_OK;
     if (ev->op == IPL_KV_OP_STORED)
-        rc = ipl_index_add(self->index, id, ev->hashes, ev->hashes_len);
+        rc = ipl_index_add_chain(self->index, id, ev->parent, ev->hashes, ev->hashes_len);
     else if (ev->op == IPL_KV_OP_REMOVED)
         rc = ipl_index_remove(self->index, id, ev->hashes, ev->hashes_len);
     else

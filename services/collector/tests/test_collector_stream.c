@@ -28,7 +28,7 @@ typedef struct {
     int op;
     uint64_t hashes[64];
     uint32_t n;
-    uint64_t epoch, src_seq;
+    uint64_t epoch, src_seq, parent;
     uint32_t block_size;
 } s_op_t;
 
@@ -49,6 +49,7 @@ static void s_record(void *arg, const collector_op_t *op)
     o->epoch = op->epoch;
     o->src_seq = op->src_seq;
     o->block_size = op->block_size;
+    o->parent = op->parent;
 }
 
 /* ---- payload builder ---- */
@@ -223,7 +224,9 @@ static void test_chain_rehash_and_remove(void **state)
     assert_int_equal(f->rec.ops[0].op, COLLECTOR_OP_STORED);
     assert_int_equal(f->rec.ops[0].n, 3);
     assert_memory_equal(f->rec.ops[0].hashes, want, 3 * sizeof(uint64_t));
+    assert_true(f->rec.ops[0].parent == 0); /* the chain starts here */
     assert_int_equal(f->rec.ops[1].n, 2);
+    assert_true(f->rec.ops[1].parent == want[2]); /* our hash of the parent: the layout hint */
     assert_memory_equal(f->rec.ops[1].hashes, want + 3, 2 * sizeof(uint64_t));
     assert_int_equal(f->rec.ops[1].block_size, 16);
     assert_int_equal(f->rec.ops[1].src_seq, 0);
