@@ -82,13 +82,18 @@ class TestSimScale(unittest.TestCase):
         def prompt(i):
             return "request %d: %s" % (i, " ".join(rng.choice(WORDS) for _ in range(300)))
 
+        # The median of three: simulated time follows the wall clock scaled by TIME_SCALE, so
+        # one scheduler delay of the (shared) machine inflates a single sample tenfold.
         alone = c.sims[0]
-        s0, n0 = ttft_sum_count(alone.url)
-        status, _, raw = http("POST", alone.url + "/v1/chat/completions", {
-            "messages": [{"role": "user", "content": prompt(-1)}], "max_tokens": 2})
-        self.assertEqual(status, 200, raw)
-        s1, n1 = ttft_sum_count(alone.url)
-        single = (s1 - s0) / (n1 - n0)
+        singles = []
+        for k in range(3):
+            s0, n0 = ttft_sum_count(alone.url)
+            status, _, raw = http("POST", alone.url + "/v1/chat/completions", {
+                "messages": [{"role": "user", "content": prompt(-1 - k)}], "max_tokens": 2})
+            self.assertEqual(status, 200, raw)
+            s1, n1 = ttft_sum_count(alone.url)
+            singles.append((s1 - s0) / (n1 - n0))
+        single = sorted(singles)[1]
         prompt_tokens = json.loads(raw)["usage"]["prompt_tokens"]
 
         before = {name: (ttft_sum_count(s.url) if name.startswith("sim") else None)
