@@ -30,8 +30,9 @@
  * observed TTFT. Every OBSERVED is counted by result (decider_observed_name).
  *
  * Strategies (decider_strategies.h has the list and the sources): "ttft" (the default) keeps
- * the candidates whose queue is within load_gate of the least loaded one and picks the minimum
- * cost — predicted TTFT plus the time its prefill holds the worker for the requests behind it
+ * the candidates whose queue is within load_gate of the least loaded one — unless no worker is
+ * clearly less loaded (running + queue under 1 / 1.5 of theirs) — and picks the minimum cost —
+ * predicted TTFT plus the time its prefill holds the worker for the requests behind it
  * (decider_strategies.c) — or, with temperature_s > 0, samples with probability
  * ∝ exp(−cost/T) — and says why; the baselines follow their published descriptions.
  *

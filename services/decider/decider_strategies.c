@@ -29,6 +29,9 @@
 #define S_TTFT_WORK_WEIGHT 1.0
 // ttft: how much wider the tie band is for a prefix no worker holds, × its prefill time.
 #define S_TTFT_PLACEMENT_BAND 0.0
+// ttft: the load gate sends a request away from its prefix only to relieve a worker more
+// loaded than this × the least loaded one (running + queue): SGLang's balance_rel_threshold.
+#define S_TTFT_GATE_REL 1.5
 // Prefill backlog: routings remembered one by one per worker (more are merged into the newest).
 #define S_BACKLOG_FIFO 64
 // Pending prefixes keep at most this many blocks of a prompt (16k tokens of 16).
@@ -479,6 +482,30 @@ static uint64_t s_gated_queue(decider_pick_t *ctx, const decider_candidate_t *c)
     return c->queue > known ? c->queue - known : 0;
 }
 
+// running + queue: the load SGLang's balance check weighs (decode load included).
+static uint64_t s_ttft_load(const decider_candidate_t *c)
+{
+    return c->c.running + c->queue;
+}
+
+// Whether the load gate may exclude c (its queue, beyond this router's own backlog, exceeds
+// the least loaded one's by more than load_gate): only when some worker is clearly less
+// loaded — c's running + queue above S_TTFT_GATE_REL × the least (`lo_load`). A queue alone
+// is often transient: vLLM holds every request that reaches a worker during a long prefill
+// step until the step ends (an 8k-token step lasts ~2.8 s on an L40S), and the backlog, a
+// fluid, drains them sooner. When every worker is about as loaded, computing the prefix
+// again elsewhere only moves the queue and evicts another prefix there: at 8 req/s on six
+// workers the bare count gate replicated 0, 2 and 3 prefixes per 600 requests after the
+// warm-up (clustersim, seeds 1-3), each an 8.7k-token prefill that stalled the cached requests
+// behind it, and 48-50 on two of twelve seeds without calibration (docs/clustersim.md). When some
+// worker is idle while a hot prefix's holder queues, spreading it pays off (a thousand workers
+// for 200 prefixes).
+static bool s_gate_excludes(uint64_t gated, uint64_t least, uint64_t gate,
+                            const decider_candidate_t *c, uint64_t lo_load)
+{
+    return gated > least + gate && (double)s_ttft_load(c) > S_TTFT_GATE_REL * (double)lo_load;
+}
+
 // How many requests c's prefill for this one holds up: the request itself
 // (S_TTFT_WORK_WEIGHT) and those reaching c until it is done, at the rate c was routed
 // requests lately (decider_memory_recent over its time constant).
@@ -541,7 +568,8 @@ static void s_remember_pending(decider_pick_t *ctx, const decider_candidate_t *w
  * not eligible, so a hot prefix never piles every request onto one worker (the same purpose as
  * SGLang's balance thresholds and llm-d's TTFT penalty gate, PEERS.md §6.2) — counting only
  * the requests beyond those still in this router's backlog for it (s_gated_queue): those the
- * cost prices token by token.
+ * cost prices token by token; and only when some worker is clearly less loaded (running +
+ * queue, SGLang's relative threshold 1.5: s_gate_excludes).
  *
  * Then the minimum cost wins, where
  *
@@ -567,9 +595,12 @@ static void s_pick_ttft(decider_pick_t *ctx)
     decider_decision_t *out = ctx->out;
     bool explain = decider_pick_explains(ctx);
     uint64_t gate = ctx->config->load_gate;
-    uint64_t least = UINT64_MAX;
-    for (uint32_t i = 0; i < out->ncands; i++)
-        if (out->cands[i].healthy && out->cands[i].queue < least) least = out->cands[i].queue;
+    uint64_t least = UINT64_MAX, lo_load = UINT64_MAX;
+    for (uint32_t i = 0; i < out->ncands; i++) {
+        if (!out->cands[i].healthy) continue;
+        if (out->cands[i].queue < least) least = out->cands[i].queue;
+        if (s_ttft_load(&out->cands[i]) < lo_load) lo_load = s_ttft_load(&out->cands[i]);
+    }
     s_apply_pending(ctx, explain);
     int ungated = -1; // the best cost before the gate: did the gate change the outcome?
     for (uint32_t i = 0; i < out->ncands; i++) {
@@ -578,14 +609,18 @@ static void s_pick_ttft(decider_pick_t *ctx)
         c->score = c->c.predicted_ttft_s + s_work_weight(ctx, c) * c->terms.prefill_s;
         if (ungated < 0 || s_cmp_ttft(c, &out->cands[ungated]) < 0) ungated = (int)i;
         uint64_t gated = s_gated_queue(ctx, c);
-        c->c.eligible = gated <= least + gate;
+        c->c.eligible = !s_gate_excludes(gated, least, gate, c, lo_load);
         if (!explain) continue;
         s_note_prediction(c);
         if (!c->c.eligible)
-            decider_candidate_note(c, "load gate: queue %llu%s > least loaded %llu + %llu",
+            decider_candidate_note(c,
+                                   "load gate: queue %llu%s > least loaded %llu + %llu, and load "
+                                   "%llu > %.1f x the least %llu",
                                    (unsigned long long)gated,
                                    gated < c->queue ? " beyond this decider's backlog" : "",
-                                   (unsigned long long)least, (unsigned long long)gate);
+                                   (unsigned long long)least, (unsigned long long)gate,
+                                   (unsigned long long)s_ttft_load(c), S_TTFT_GATE_REL,
+                                   (unsigned long long)lo_load);
     }
     int best = s_best_ttft(ctx);
     int w = best;

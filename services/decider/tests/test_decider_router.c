@@ -169,9 +169,34 @@ static void test_load_gate(void **state)
     assert_string_equal(s_cand(f, "b")->c.note,
                         "380.0 ms = 0.0 base + 300.0 wait + 80.0 prefill (80 tok); cost 460.0 "
                         "ms (+80.0 ms its prefill holds the worker); load gate: queue 3 > least "
-                        "loaded 0 + 2");
+                        "loaded 0 + 2, and load 3 > 1.5 x the least 0");
     assert_float_equal(s_cand(f, "b")->c.predicted_ttft_s, 0.38, 1e-9);
     assert_non_null(strstr(f->d.detail, "b holds 320 cached tokens but its queue 3"));
+}
+
+// The gate moves a request off its prefix only to relieve a worker clearly more loaded than
+// the least loaded one (running + queue above 1.5 x): b's queue of 3 exceeds a's and c's 0 by
+// more than 2, but with a running 3 and c running 2 nobody is idle — b's load 3 is not above
+// 1.5 x 2 — so computing the prefix again elsewhere would only move the queue: b stays
+// eligible and wins on cost (0.38 s + 0.08 s against c's 0.42 s + 0.40 s). With c running 1,
+// b is 3 > 1.5 x its load: gated, and a or c computes the prefix.
+static void test_load_gate_needs_a_less_loaded_worker(void **state)
+{
+    s_fix_t *f = *state;
+    s_load(f->state, "b", 0, 3, IPL_HEALTH_UP, IPL_KV_EXACT, WALL - 10);
+    s_load(f->state, "c", 2, 0, IPL_HEALTH_UP, IPL_KV_EXACT, WALL - 10);
+    assert_int_equal(s_route(f, &s_req), IPL_ROUTE_OK);
+    assert_true(s_cand(f, "b")->c.eligible);
+    assert_string_equal(f->d.worker->name, "b");
+    assert_string_equal(f->d.reason, "cache_hit");
+    assert_float_equal(s_cand(f, "c")->c.predicted_ttft_s, 0.42, 1e-9);
+    s_load(f->state, "c", 1, 0, IPL_HEALTH_UP, IPL_KV_EXACT, WALL - 5);
+    assert_int_equal(decider_router_route_at(f->router, &s_policy, f->state, 0, &s_req, &f->d,
+                                             WALL + 11000, MONO + 4000),
+                     IPL_ROUTE_OK);
+    assert_false(s_cand(f, "b")->c.eligible);
+    assert_string_equal(f->d.reason, "load_gate");
+    assert_string_not_equal(f->d.worker->name, "b"); // a (0.83 s) and c (0.81 s) tie
 }
 
 static void test_gated_worker_that_loses_anyway_is_not_the_reason(void **state)
@@ -666,6 +691,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_ttft_prefers_the_cached_worker, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_load_gate, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_load_gate_needs_a_less_loaded_worker, s_setup,
+                                        s_teardown),
         cmocka_unit_test_setup_teardown(test_gated_worker_that_loses_anyway_is_not_the_reason,
                                         s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_degraded_down_and_unsampled, s_setup, s_teardown),
