@@ -47,9 +47,11 @@ enum { EV_ARRIVAL = 1, EV_STEP, EV_SAMPLE, EV_LOAD, EV_KV, EV_OBSERVE };
 #define S_NAME_MAX      32
 
 // One step's KV events in our hashes, waiting for delivery. ops[i] covers hashes
-// [ops[i].off, ops[i].off + ops[i].n).
+// [ops[i].off, ops[i].off + ops[i].n); a STORED's parent is our hash of the block before them
+// (0: none), the layout hint the collector sends.
 typedef struct {
     uint32_t op, off, n;
+    uint64_t parent;
 } s_kv_op_t;
 
 typedef struct {
@@ -299,6 +301,7 @@ static void s_on_kv_events(void *arg, const sim_kvbatch_t *batch, double now_s)
                 self->stats.kv_unknown += ev.nhashes; // the collector would resync; count it
                 continue;
             }
+            op->parent = ev.has_parent ? parent : 0;
             for (uint32_t j = 0; j < ev.nhashes; j++) {
                 parent =
                     ipl_block_hash(parent, ev.tokens + (size_t)j * ev.block_size, ev.block_size);
@@ -323,7 +326,7 @@ static void s_on_kv_events(void *arg, const sim_kvbatch_t *batch, double now_s)
         if (self->truth && op->n) {
             const uint64_t *h = kv->hashes + op->off;
             int rc = op->op == IPL_KV_OP_STORED
-                         ? ipl_index_add(self->truth, (int)w->id, h, op->n)
+                         ? ipl_index_add_chain(self->truth, (int)w->id, op->parent, h, op->n)
                          : ipl_index_remove(self->truth, (int)w->id, h, op->n);
             if (rc != 0) self->error = rc;
         }
@@ -346,6 +349,7 @@ static void s_apply_kv(clustersim_cluster_t *self, s_kv_t *kv)
         ipl_msg_t msg = {.type = IPL_MSG_KV_EVENT};
         msg.u.kv_event = (ipl_kv_event_t){.worker = self->workers[kv->worker].name,
                                           .op = op->op,
+                                          .parent = op->parent,
                                           .hashes = kv->hashes + op->off,
                                           .hashes_len = op->n,
                                           .block_size = self->cfg.block_size};
