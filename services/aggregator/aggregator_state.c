@@ -132,6 +132,9 @@ static int s_chunk_flush(s_chunker_t *c)
 {
     int rc = c->fn(c->arg, IPL_MSG_KV_EVENT, &c->ev);
     c->sent += c->ev.hashes_len;
+    /* The walk follows the index's layout (chains in order), so the next chunk continues after
+     * this one's last block: that is its parent hint, and the receiver lays it out alike. */
+    c->ev.parent = c->ev.hashes_len ? c->ev.hashes[c->ev.hashes_len - 1] : 0;
     c->ev.hashes_len = 0;
     return rc;
 }
@@ -171,6 +174,7 @@ int aggregator_state_snapshot(aggregator_state_t *self, size_t chunk, aggregator
         c.ev.op = IPL_KV_OP_STORED;
         c.ev.block_size = w->load.block_size;
         c.ev.hashes_len = 0;
+        c.ev.parent = 0;
         uint64_t before = c.sent;
         rc = ipl_index_foreach(self->index, id, s_chunk_add, &c);
         /* the rest, or an empty event so that a worker without blocks is still announced */
