@@ -22,9 +22,13 @@
  *   decisions_per_decider_cpu_s        the same per second of the decider's CPU time
  *                                      (/proc/<pid>/stat), i.e. per decider core
  *
+ *   decision_p50_us_ipc, _p99_us_ipc   with --decider-ipc EP (the decider also listening on an
+ *                                      ipc:// endpoint): the latency phase again over ipc://,
+ *                                      a transport figure beside the TCP one (the target's)
+ *
  *   build/bench/bench_decision --aggregator EP --decider EP --decider-admin URL
  *       [--decider-pid PID] [--workers 64] [--memberships 1000000] [--model sim-model]
- *       [--requests 50000] [--window 32] [--seconds 3] [--suffix NAME]
+ *       [--requests 50000] [--window 32] [--seconds 3] [--suffix NAME] [--decider-ipc EP]
  * (NAME is appended to the figure names.)
  * Worker names are w0 .. w<workers-1>, the pool's.
  */
@@ -190,6 +194,59 @@ static void s_send_req(s_client_t *c, size_t k)
     c->sent++;
 }
 
+/* The latency phase on client c: 2000 warm-up decisions, then `nreq` timed ones with one in
+ * flight (a sample of the answers checked outside the timed part); prints
+ * decision_p50_us<transport><suffix> and decision_p99_us<transport><suffix>. */
+static void s_latency(s_client_t *c, size_t nreq, int nworkers, double memberships,
+                      const char *transport, const char *suffix)
+{
+    c->failed = 0;
+    for (size_t k = 0; k < 2000; k++) { /* warm-up */
+        s_send_req(c, k);
+        s_recv_reply(c, true);
+    }
+    if (c->failed) BENCH_DIE("%" PRIu64 " of 2000 warm-up decisions failed", c->failed);
+    uint64_t *lat = malloc(nreq * sizeof *lat);
+    c->ok = c->cache_hits = c->reply_bytes = c->replies_checked = 0;
+    for (size_t k = 0; k < nreq; k++) {
+        uint64_t a = bench_now_ns();
+        s_send_req(c, k);
+        s_recv_reply(c, false);
+        lat[k] = bench_now_ns() - a;
+        if (k % 16 == 0) { /* check a sample of the answers outside the timed part */
+            s_send_req(c, k);
+            s_recv_reply(c, true);
+        }
+    }
+    if (c->failed) BENCH_DIE("%" PRIu64 " decisions failed", c->failed);
+    BENCH_LOG("checked %" PRIu64 " answers: %" PRIu64 " routed, %" PRIu64 " cache hits; "
+              "request %zu bytes, reply %.0f bytes on average",
+              c->replies_checked, c->ok, c->cache_hits, c->reqs[0].size,
+              (double)c->reply_bytes / (double)c->replies_checked);
+    size_t m = nreq / S_ROUNDS;
+    uint64_t p99r[S_ROUNDS];
+    for (int r = 0; r < S_ROUNDS; r++)
+        p99r[r] = bench_quantile(lat + (size_t)r * m, m, 0.99);
+    double p99 = (double)bench_quantile(p99r, S_ROUNDS, 0.5) / 1e3;
+    double p50 = (double)bench_quantile(lat, nreq, 0.5) / 1e3;
+    BENCH_LOG("latency%s: p50 %.1f us; p99 per round %.1f .. %.1f us (median %.1f), over all "
+              "%.1f us; p99.9 %.1f us, max %.1f us",
+              transport, p50, (double)p99r[0] / 1e3, (double)p99r[S_ROUNDS - 1] / 1e3, p99,
+              (double)bench_quantile(lat, nreq, 0.99) / 1e3,
+              (double)bench_quantile(lat, nreq, 0.999) / 1e3, (double)lat[nreq - 1] / 1e3);
+    char note[256];
+    snprintf(note, sizeof note,
+             "ZeroMQ %s round trip, 512-block prompt, %d workers, %.0f memberships; p99: median "
+             "of %d rounds",
+             *transport ? "ipc://" : "TCP", nworkers, memberships, S_ROUNDS);
+    char name[128];
+    snprintf(name, sizeof name, "decision_p50_us%s%s", transport, suffix);
+    bench_figure(name, p50, "us", note);
+    snprintf(name, sizeof name, "decision_p99_us%s%s", transport, suffix);
+    bench_figure(name, p99, "us", note);
+    free(lat);
+}
+
 int main(int argc, char **argv)
 {
     const char *aggregator = bench_arg(argc, argv, "aggregator", NULL);
@@ -203,11 +260,13 @@ int main(int argc, char **argv)
     int window = (int)bench_arg_int(argc, argv, "window", 32);
     double seconds = (double)bench_arg_int(argc, argv, "seconds", 3);
     const char *suffix = bench_arg(argc, argv, "suffix", "");
+    const char *decider_ipc = bench_arg(argc, argv, "decider-ipc", NULL);
     if (!aggregator || !decider || !admin || nworkers < 1 || nworkers > S_MAX_WORKERS ||
         nreq < 1000 || window < 1 || seconds < 1)
         BENCH_DIE("usage: bench_decision --aggregator EP --decider EP --decider-admin URL "
                   "[--decider-pid PID] [--workers 1..%d] [--memberships N] [--model NAME] "
-                  "[--requests >= 1000] [--window N] [--seconds N]",
+                  "[--requests >= 1000] [--window N] [--seconds N] [--suffix NAME] "
+                  "[--decider-ipc EP]",
                   S_MAX_WORKERS);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     void *ctx = zmq_ctx_new();
@@ -282,51 +341,15 @@ int main(int argc, char **argv)
     s_client_t c = {.dealer = bench_socket(ctx, ZMQ_DEALER, decider, false), .reqs = reqs};
 
     /* latency: one in flight */
-    for (size_t k = 0; k < 2000; k++) { /* warm-up */
-        s_send_req(&c, k);
-        s_recv_reply(&c, true);
+    s_latency(&c, nreq, nworkers, want.memberships, "", suffix);
+    if (decider_ipc) { /* the same over ipc://, a second connection to the same decider */
+        s_client_t ci = {.dealer = bench_socket(ctx, ZMQ_DEALER, decider_ipc, false), .reqs = reqs};
+        s_latency(&ci, nreq, nworkers, want.memberships, "_ipc", suffix);
+        zmq_close(ci.dealer);
     }
-    if (c.failed) BENCH_DIE("%" PRIu64 " of 2000 warm-up decisions failed", c.failed);
-    uint64_t *lat = malloc(nreq * sizeof *lat);
-    c.ok = c.cache_hits = c.reply_bytes = c.replies_checked = 0;
-    for (size_t k = 0; k < nreq; k++) {
-        uint64_t a = bench_now_ns();
-        s_send_req(&c, k);
-        s_recv_reply(&c, false);
-        lat[k] = bench_now_ns() - a;
-        if (k % 16 == 0) { /* check a sample of the answers outside the timed part */
-            s_send_req(&c, k);
-            s_recv_reply(&c, true);
-        }
-    }
-    if (c.failed) BENCH_DIE("%" PRIu64 " decisions failed", c.failed);
-    BENCH_LOG("checked %" PRIu64 " answers: %" PRIu64 " routed, %" PRIu64 " cache hits; "
-              "request %zu bytes, reply %.0f bytes on average",
-              c.replies_checked, c.ok, c.cache_hits, reqs[0].size,
-              (double)c.reply_bytes / (double)c.replies_checked);
-    size_t m = nreq / S_ROUNDS;
-    uint64_t p99r[S_ROUNDS];
-    for (int r = 0; r < S_ROUNDS; r++)
-        p99r[r] = bench_quantile(lat + (size_t)r * m, m, 0.99);
-    double p99 = (double)bench_quantile(p99r, S_ROUNDS, 0.5) / 1e3;
-    double p50 = (double)bench_quantile(lat, nreq, 0.5) / 1e3;
-    BENCH_LOG("latency: p50 %.1f us; p99 per round %.1f .. %.1f us (median %.1f), over all "
-              "%.1f us; p99.9 %.1f us, max %.1f us",
-              p50, (double)p99r[0] / 1e3, (double)p99r[S_ROUNDS - 1] / 1e3, p99,
-              (double)bench_quantile(lat, nreq, 0.99) / 1e3,
-              (double)bench_quantile(lat, nreq, 0.999) / 1e3, (double)lat[nreq - 1] / 1e3);
-    char note[256];
-    snprintf(note, sizeof note,
-             "ZeroMQ round trip, 512-block prompt, %d workers, %.0f memberships; p99: median "
-             "of %d rounds",
-             nworkers, want.memberships, S_ROUNDS);
-    char name[128];
-    snprintf(name, sizeof name, "decision_p50_us%s", suffix);
-    bench_figure(name, p50, "us", note);
-    snprintf(name, sizeof name, "decision_p99_us%s", suffix);
-    bench_figure(name, p99, "us", note);
 
-    /* throughput: `window` in flight */
+    /* throughput: `window` in flight (TCP) */
+    char note[256], name[128];
     double cpu0 = decider_pid ? bench_proc_cpu_s(decider_pid) : -1;
     uint64_t a = bench_now_ns(), end = a + (uint64_t)(seconds * 1e9);
     uint64_t done = 0, k = 0;
@@ -366,7 +389,6 @@ int main(int argc, char **argv)
     zmq_close(fd.push);
     zmq_ctx_term(ctx);
     free(family);
-    free(lat);
     curl_global_cleanup();
     return 0;
 }

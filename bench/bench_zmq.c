@@ -7,6 +7,8 @@
  *
  *   zmq_rtt_p50_us_64b, zmq_rtt_p99_us_64b        64 B each way
  *   zmq_rtt_p50_us_route, zmq_rtt_p99_us_route    4,700 B request, 12,000 B reply
+ *   zmq_rtt_p50_us_route_ipc, _p99_us_route_ipc   the same over ipc:// (a Unix socket): the
+ *                                                 floor for a gateway on the decider's host
  *
  *   build/bench/bench_zmq [--round-trips 20000]
  */
@@ -45,12 +47,15 @@ static void *s_echo(void *arg)
     return NULL;
 }
 
-static void s_run(void *ctx, const char *what, size_t req_size, size_t rep_size, size_t n)
+/* `bind`: "tcp://127.0.0.1:" or "ipc://" followed by "*" (libzmq picks the port or a
+ * temporary file). */
+static void s_run(void *ctx, const char *bind, const char *what, size_t req_size, size_t rep_size,
+                  size_t n)
 {
     s_echo_t e = {.router = zmq_socket(ctx, ZMQ_ROUTER), .reply = rep_size};
     int zero = 0;
     zmq_setsockopt(e.router, ZMQ_LINGER, &zero, sizeof zero);
-    if (zmq_bind(e.router, "tcp://127.0.0.1:*") != 0) BENCH_DIE("bind: %s", zmq_strerror(errno));
+    if (zmq_bind(e.router, bind) != 0) BENCH_DIE("bind %s: %s", bind, zmq_strerror(errno));
     char ep[128];
     size_t len = sizeof ep;
     zmq_getsockopt(e.router, ZMQ_LAST_ENDPOINT, ep, &len);
@@ -74,8 +79,9 @@ static void s_run(void *ctx, const char *what, size_t req_size, size_t rep_size,
     double p50 = (double)bench_quantile(lat, n, 0.5) / 1e3;
     double p99 = (double)bench_quantile(lat, n, 0.99) / 1e3;
     char name[64], note[128];
-    snprintf(note, sizeof note, "TCP loopback, %zu B request / %zu B reply, %zu round trips",
-             req_size, rep_size, n);
+    snprintf(note, sizeof note, "%s, %zu B request / %zu B reply, %zu round trips",
+             strncmp(bind, "ipc:", 4) ? "TCP loopback" : "ipc:// (Unix socket)", req_size, rep_size,
+             n);
     snprintf(name, sizeof name, "zmq_rtt_p50_us_%s", what);
     bench_figure(name, p50, "us", note);
     snprintf(name, sizeof name, "zmq_rtt_p99_us_%s", what);
@@ -92,8 +98,9 @@ int main(int argc, char **argv)
     size_t n = (size_t)bench_arg_int(argc, argv, "round-trips", 20000);
     if (n < 1000) BENCH_DIE("usage: bench_zmq [--round-trips >= 1000]");
     void *ctx = zmq_ctx_new();
-    s_run(ctx, "64b", 64, 64, n);
-    s_run(ctx, "route", 4700, 12000, n);
+    s_run(ctx, "tcp://127.0.0.1:*", "64b", 64, 64, n);
+    s_run(ctx, "tcp://127.0.0.1:*", "route", 4700, 12000, n);
+    s_run(ctx, "ipc://*", "route_ipc", 4700, 12000, n);
     zmq_ctx_term(ctx);
     return 0;
 }

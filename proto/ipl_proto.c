@@ -79,37 +79,152 @@ const char *ipl_msg_type_name(int type)
     return d ? d->type_name : "unknown";
 }
 
-/* ---- encoder -------------------------------------------------------------------------------- */
-#define AT(base, off, T) ((T *)((char *)(base) + (off)))
+/* ---- encoder --------------------------------------------------------------------------------
+ * msgpack written with inline stores into the sbuffer: each struct first makes room for the
+ * largest encoding of its scalars (strings and arrays then for their bodies), so the stores
+ * never check. The forms are msgpack-c's (smallest uint form, float64 for doubles, str8 for
+ * 32..255-byte strings; test_proto_encode compares the bytes with msgpack-c's packer); going
+ * through msgpack-c's packer, a callback per value, cost a decider ~12% of its CPU on a
+ * 64-candidate ROUTE_REP. */
+#define S_HEAD 9 /* the largest msgpack header or scalar: 0xcf + 8 bytes */
+
+/* Room for `more` bytes past w->size. 0 or IPL_E_NOMEM. */
+static int s_grow(msgpack_sbuffer *w, size_t more)
+{
+    size_t cap = w->alloc ? w->alloc : 4096;
+    while (cap - w->size < more)
+        cap *= 2;
+    char *d = realloc(w->data, cap); /* msgpack-c's sbuffer is realloc'd and free'd alike */
+    if (!d) return IPL_E_NOMEM;
+    w->data = d;
+    w->alloc = cap;
+    return IPL_OK;
+}
+
+static inline int s_reserve(msgpack_sbuffer *w, size_t more)
+{
+    return w->alloc - w->size >= more ? IPL_OK : s_grow(w, more);
+}
+
+/* Big-endian stores (msgpack's byte order). */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define S_BE(bits, v) (v)
+#else
+#define S_BE(bits, v) __builtin_bswap##bits(v)
+#endif
+
+static inline uint8_t *s_be16(uint8_t *p, uint16_t v)
+{
+    v = S_BE(16, v);
+    memcpy(p, &v, sizeof v);
+    return p + 2;
+}
+
+static inline uint8_t *s_be32(uint8_t *p, uint32_t v)
+{
+    v = S_BE(32, v);
+    memcpy(p, &v, sizeof v);
+    return p + 4;
+}
+
+static inline uint8_t *s_be64(uint8_t *p, uint64_t v)
+{
+    v = S_BE(64, v);
+    memcpy(p, &v, sizeof v);
+    return p + 8;
+}
+
+/* The stores below write at p (room already made) and return the end. */
+static inline uint8_t *s_uint(uint8_t *p, uint64_t v)
+{
+    if (v < 128) {
+        *p++ = (uint8_t)v;
+    } else if (v < 256) {
+        *p++ = 0xcc;
+        *p++ = (uint8_t)v;
+    } else if (v < 65536) {
+        *p++ = 0xcd;
+        p = s_be16(p, (uint16_t)v);
+    } else if (v <= UINT32_MAX) {
+        *p++ = 0xce;
+        p = s_be32(p, (uint32_t)v);
+    } else {
+        *p++ = 0xcf;
+        p = s_be64(p, v);
+    }
+    return p;
+}
+
+static inline uint8_t *s_array(uint8_t *p, size_t n)
+{
+    if (n < 16) {
+        *p++ = (uint8_t)(0x90 | n);
+    } else if (n < 65536) {
+        *p++ = 0xdc;
+        p = s_be16(p, (uint16_t)n);
+    } else {
+        *p++ = 0xdd;
+        p = s_be32(p, (uint32_t)n);
+    }
+    return p;
+}
+
+static inline uint8_t *s_str_head(uint8_t *p, size_t len)
+{
+    if (len < 32) {
+        *p++ = (uint8_t)(0xa0 | len);
+    } else if (len < 256) {
+        *p++ = 0xd9;
+        *p++ = (uint8_t)len;
+    } else if (len < 65536) {
+        *p++ = 0xda;
+        p = s_be16(p, (uint16_t)len);
+    } else {
+        *p++ = 0xdb;
+        p = s_be32(p, (uint32_t)len);
+    }
+    return p;
+}
+
 #define CAT(base, off, T) ((const T *)((const char *)(base) + (off)))
 
-static int s_encode_fields(msgpack_packer *pk, const ipl_proto_struct_t *sd, const void *body)
+/* Writes the fields of `body`. On entry and after each field there is room for S_HEAD bytes
+ * per field of sd, so scalars store without checking; strings and arrays make room for their
+ * bodies (and that again) first. */
+static int s_fields(msgpack_sbuffer *w, const ipl_proto_struct_t *sd, const void *body)
 {
+    size_t room = sd->nfields * S_HEAD;
+    if (s_reserve(w, room) != IPL_OK) return IPL_E_NOMEM;
+    uint8_t *p = (uint8_t *)w->data + w->size;
     for (size_t i = 0; i < sd->nfields; i++) {
         const ipl_proto_field_t *f = &sd->fields[i];
         switch (f->type) {
         case IPL_FT_U64:
-            msgpack_pack_uint64(pk, *CAT(body, f->offset, uint64_t));
+            p = s_uint(p, *CAT(body, f->offset, uint64_t));
             break;
-        case IPL_FT_F64:
-            msgpack_pack_double(pk, *CAT(body, f->offset, double));
+        case IPL_FT_F64: {
+            uint64_t bits;
+            memcpy(&bits, CAT(body, f->offset, double), sizeof bits);
+            *p++ = 0xcb;
+            p = s_be64(p, bits);
             break;
+        }
         case IPL_FT_BOOL:
-            if (*CAT(body, f->offset, bool))
-                msgpack_pack_true(pk);
-            else
-                msgpack_pack_false(pk);
+            *p++ = *CAT(body, f->offset, bool) ? 0xc3 : 0xc2;
             break;
         case IPL_FT_STR: {
             const char *s = *CAT(body, f->offset, char *);
             if (!s) {
-                msgpack_pack_nil(pk);
+                *p++ = 0xc0;
                 break;
             }
             size_t len = strlen(s);
             if (len > IPL_PROTO_MAX_STR) return IPL_E_RANGE;
-            msgpack_pack_str(pk, len);
-            msgpack_pack_str_body(pk, s, len);
+            w->size = (size_t)(s_str_head(p, len) - (uint8_t *)w->data);
+            if (s_reserve(w, len + room) != IPL_OK) return IPL_E_NOMEM;
+            p = (uint8_t *)w->data + w->size;
+            memcpy(p, s, len);
+            p += len;
             break;
         }
         case IPL_FT_U64S: {
@@ -117,8 +232,11 @@ static int s_encode_fields(msgpack_packer *pk, const ipl_proto_struct_t *sd, con
             const uint64_t *v = *CAT(body, f->offset, uint64_t *);
             if (n > IPL_PROTO_MAX_ARRAY) return IPL_E_RANGE;
             if (n && !v) return IPL_E_INVAL;
-            msgpack_pack_array(pk, n);
-            for (uint32_t k = 0; k < n; k++) msgpack_pack_uint64(pk, v[k]);
+            w->size = (size_t)(s_array(p, n) - (uint8_t *)w->data);
+            if (s_reserve(w, (size_t)n * S_HEAD + room) != IPL_OK) return IPL_E_NOMEM;
+            p = (uint8_t *)w->data + w->size;
+            for (uint32_t k = 0; k < n; k++)
+                p = s_uint(p, v[k]);
             break;
         }
         case IPL_FT_STRUCTS: {
@@ -126,16 +244,21 @@ static int s_encode_fields(msgpack_packer *pk, const ipl_proto_struct_t *sd, con
             const char *v = *CAT(body, f->offset, char *);
             if (n > IPL_PROTO_MAX_ARRAY) return IPL_E_RANGE;
             if (n && !v) return IPL_E_INVAL;
-            msgpack_pack_array(pk, n);
+            w->size = (size_t)(s_array(p, n) - (uint8_t *)w->data);
             for (uint32_t k = 0; k < n; k++) {
-                msgpack_pack_array(pk, f->elem->nfields);
-                int rc = s_encode_fields(pk, f->elem, v + (size_t)k * f->elem->size);
-                if (rc) return rc;
+                if (s_reserve(w, S_HEAD) != IPL_OK) return IPL_E_NOMEM;
+                w->size = (size_t)(s_array((uint8_t *)w->data + w->size, f->elem->nfields) -
+                                   (uint8_t *)w->data);
+                int rc = s_fields(w, f->elem, v + (size_t)k * f->elem->size);
+                if (rc != IPL_OK) return rc;
             }
+            if (s_reserve(w, room) != IPL_OK) return IPL_E_NOMEM;
+            p = (uint8_t *)w->data + w->size;
             break;
         }
         }
     }
+    w->size = (size_t)(p - (uint8_t *)w->data);
     return IPL_OK;
 }
 
@@ -143,13 +266,18 @@ int ipl_msg_encode(int type, const void *body, msgpack_sbuffer *out)
 {
     const ipl_proto_msg_desc_t *d = ipl_proto_msg_desc(type);
     if (!d || !body || !out) return d ? IPL_E_INVAL : IPL_E_UNKNOWN;
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
-    msgpack_pack_array(&pk, 2 + d->body->nfields);
-    msgpack_pack_uint64(&pk, IPL_PROTO_VERSION);
-    msgpack_pack_uint64(&pk, (uint64_t)type);
-    return s_encode_fields(&pk, d->body, body);
+    size_t start = out->size;
+    if (s_reserve(out, 3 * S_HEAD) != IPL_OK) return IPL_E_NOMEM;
+    uint8_t *p = s_array((uint8_t *)out->data + out->size, 2 + d->body->nfields);
+    p = s_uint(p, IPL_PROTO_VERSION);
+    p = s_uint(p, (uint64_t)type);
+    out->size = (size_t)(p - (uint8_t *)out->data);
+    int rc = s_fields(out, d->body, body);
+    if (rc != IPL_OK) out->size = start;
+    return rc;
 }
+
+#define AT(base, off, T) ((T *)((char *)(base) + (off)))
 
 /* ---- arena ---------------------------------------------------------------------------------- */
 typedef struct s_block {

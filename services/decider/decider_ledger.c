@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decider_names.h"
 #include "ipl_error.h"
 #include "ipl_index.h"
 
@@ -42,6 +43,7 @@ struct decider_ledger {
     uint32_t scratch[IPL_INDEX_MAX_WORKERS]; // s_match's per-generation result
     uint32_t grow[IPL_INDEX_MAX_WORKERS];    // s_match: workers whose chain may continue
     uint32_t held[IPL_INDEX_MAX_WORKERS];    // s_assume's prefix per worker
+    decider_names_t names;                   // s_worker's memo (ids never change)
     // What changes the optimistic blocks (an assumption added, a rotation) bumps `epoch`; the
     // last decider_ledger_match is kept in `memo` for decider_ledger_record_matched while the
     // epoch, the hashes and the clock are the same.
@@ -103,12 +105,15 @@ void decider_ledger_destroy(decider_ledger_t **self_p)
 // The ledger id of `name`, without applying the inbox.
 static int s_worker(decider_ledger_t *self, const char *name)
 {
+    int id = decider_names_get(&self->names, 1, name);
+    if (id >= 0) return id;
     // Every generation names the same workers in the same order, so ids agree: one known to
     // the newest is known to all.
-    int id = ipl_index_find_worker(self->gen[0], name);
-    if (id >= 0) return id;
-    for (int g = 0; g < DECIDER_LEDGER_GENERATIONS; g++)
-        id = ipl_index_worker(self->gen[g], name);
+    id = ipl_index_find_worker(self->gen[0], name);
+    if (id < 0)
+        for (int g = 0; g < DECIDER_LEDGER_GENERATIONS; g++)
+            id = ipl_index_worker(self->gen[g], name);
+    decider_names_put(&self->names, 1, name, id);
     return id;
 }
 
@@ -280,7 +285,10 @@ static void s_assume(decider_ledger_t *self, int worker, const uint64_t *hashes,
     uint64_t g = mono_ms >= self->rotated_ms ? 0 : 1 + (self->rotated_ms - 1 - mono_ms) / period;
     if (g >= DECIDER_LEDGER_GENERATIONS) return; // already expired
     if (have < n) {
-        ipl_index_add(self->gen[g], worker, hashes + have, n - have);
+        // The blocks continue the chain after hashes[have - 1]: the hint lets the index store
+        // them next to it (when it is in the same generation), for a faster match.
+        ipl_index_add_chain(self->gen[g], worker, have ? hashes[have - 1] : 0, hashes + have,
+                            n - have);
         self->epoch++;
     }
 }

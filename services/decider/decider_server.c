@@ -13,6 +13,7 @@
 #include <cjson/cJSON.h>
 #include <czmq.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,9 @@
 #define S_MAX_ROUTE_FRAME (16u << 20)
 #define S_MAX_STATE_FRAME IPL_PROTO_MAX_FRAME
 
+// What the loop polls (decider_server_run).
+enum { S_LISTEN, S_SIGNAL, S_SUB, S_MONITOR, S_DEALER, S_PEERS, S_NITEMS };
+
 struct decider_server {
     decider_server_config_t config; // strings borrowed from main
     char *subs[DECIDER_SERVER_MAX_AGGREGATORS], *snaps[DECIDER_SERVER_MAX_AGGREGATORS];
@@ -60,6 +64,13 @@ struct decider_server {
     decider_decision_t decision; // the loop thread's, reused
     ipl_candidate_t *wire;       // ROUTE_REP candidates, reused
     uint32_t wire_cap;
+    msgpack_sbuffer reply; // the ROUTE_REP frame, reused (loop thread; zeroed = empty)
+    // quiet[k]: socket k was left by a receive that found nothing (EAGAIN) and not used since,
+    // so its ZMQ_FD becomes readable when anything arrives: the loop polls that fd instead of
+    // having zmq_poll ask the socket for ZMQ_EVENTS before and after every wait (a poll() and
+    // a getpid() per socket and pass, most of a decision's system calls). Cleared whenever a
+    // socket is replaced; the peers' socket is never quiet (decider_peers drains it).
+    bool quiet[S_NITEMS];
 
     ipl_metrics_t *metrics;
     const char *const *reasons; // decider_router_reasons()
@@ -281,12 +292,22 @@ static void s_reply(decider_server_t *self, void *raw, zmq_msg_t *identity, uint
         .candidates_len = d->ncands,
         .observe = observe,
     };
-    if (zmq_send(raw, zmq_msg_data(identity), zmq_msg_size(identity), ZMQ_SNDMORE | ZMQ_DONTWAIT) <
-        0)
-        return;
-    int rc = ipl_msg_send(raw, IPL_MSG_ROUTE_REP, &rep, ZMQ_DONTWAIT);
+    // Encoded before the identity frame goes out, so that a failure leaves no half message.
+    msgpack_sbuffer_clear(&self->reply);
+    int rc = ipl_msg_encode(IPL_MSG_ROUTE_REP, &rep, &self->reply);
+    if (rc == IPL_OK) {
+        if (zmq_send(raw, zmq_msg_data(identity), zmq_msg_size(identity),
+                     ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+            return;
+        if (zmq_send(raw, self->reply.data, self->reply.size, ZMQ_DONTWAIT) < 0)
+            rc = zmq_errno() == EAGAIN ? IPL_E_AGAIN : IPL_E_IO;
+    }
     if (rc != IPL_OK)
         IPL_LOG_EVERY(10, IPL_LOG_WARN, "route_reply_failed", "reason=%s", ipl_strerror(rc));
+    if (self->reply.alloc > (1u << 20)) { // one huge reply
+        msgpack_sbuffer_destroy(&self->reply);
+        msgpack_sbuffer_init(&self->reply);
+    }
 }
 
 // The connection a ROUTER message came on, for decider_router_remember/_feedback: req_ids are
@@ -320,12 +341,14 @@ static void s_route_req(decider_server_t *self, void *raw, zmq_msg_t *identity,
 }
 
 // One message from the ROUTER: [identity, ROUTE_REQ] (answered) or [identity, OBSERVED].
-static void s_serve_route(decider_server_t *self)
+// False when none was waiting.
+static bool s_serve_route(decider_server_t *self)
 {
     void *raw = zsock_resolve(self->listen);
     zmq_msg_t parts[2];
     int kept;
     size_t n = ipl_zmq_recv_parts(raw, parts, 2, &kept);
+    self->quiet[S_LISTEN] = n == 0 && zmq_errno() == EAGAIN;
     if (n == 2) {
         ipl_msg_t msg = {0};
         int rc = ipl_msg_decode(zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), &msg);
@@ -344,6 +367,7 @@ static void s_serve_route(decider_server_t *self)
         s_drop(self, "listen", "frames");
     }
     ipl_zmq_close_parts(parts, kept);
+    return n != 0;
 }
 
 // ---- state ------------------------------------------------------------------------------------
@@ -355,6 +379,7 @@ static int s_recv_state(decider_server_t *self, zsock_t *sock, const char *name,
     zmq_msg_t frame;
     int kept;
     size_t n = ipl_zmq_recv_parts(zsock_resolve(sock), &frame, 1, &kept);
+    self->quiet[sock == self->sub ? S_SUB : S_DEALER] = n == 0 && zmq_errno() == EAGAIN;
     if (n != 1) {
         ipl_zmq_close_parts(&frame, kept);
         if (n == 0) return 0;
@@ -382,6 +407,7 @@ static void s_request_snapshot(decider_server_t *self)
 {
     const char *endpoint = self->snaps[decider_sync_source(self->sync)];
     zsock_destroy(&self->dealer);
+    self->quiet[S_DEALER] = false;
     self->dealer = zsock_new(ZMQ_DEALER);
     if (!self->dealer) return;
     zsock_set_linger(self->dealer, 0);
@@ -413,6 +439,7 @@ static int s_follow(decider_server_t *self)
     zsock_destroy(&self->sub);
     zsock_destroy(&self->dealer);
     self->sub_connected = self->sub_ever_connected = false;
+    self->quiet[S_SUB] = self->quiet[S_MONITOR] = self->quiet[S_DEALER] = false;
     self->follow_ms = ipl_mono_ms();
     self->sub = zsock_new(ZMQ_SUB);
     if (!self->sub) return -1;
@@ -489,9 +516,11 @@ static void s_drain_monitor(decider_server_t *self)
         zmq_msg_t event, addr;
         zmq_msg_init(&event);
         if (zmq_msg_recv(&event, raw, ZMQ_DONTWAIT) < 0) {
+            self->quiet[S_MONITOR] = zmq_errno() == EAGAIN;
             zmq_msg_close(&event);
             return;
         }
+        self->quiet[S_MONITOR] = false;
         uint16_t id = 0;
         if (zmq_msg_size(&event) >= 2) memcpy(&id, zmq_msg_data(&event), sizeof id);
         bool more = zmq_msg_more(&event);
@@ -565,6 +594,31 @@ static void s_drop_peer(void *arg, const char *reason)
 }
 
 // ---- life cycle and loop ----------------------------------------------------------------------
+
+// Binds the ROUTER to every endpoint of `list` (e.g. tcp:// for gateways elsewhere and ipc://
+// for one on the same host; a reply goes back on the connection its request came on). 0, or
+// -1 with `err` set.
+static int s_bind_listen(decider_server_t *self, const char *list, char *err, size_t errlen)
+{
+    char *eps[DECIDER_SERVER_MAX_LISTEN] = {0};
+    int n = s_split(list, eps, DECIDER_SERVER_MAX_LISTEN), rc = 0;
+    if (n <= 0) {
+        snprintf(err, errlen, "--listen takes 1 to %d comma-separated endpoints",
+                 DECIDER_SERVER_MAX_LISTEN);
+        rc = -1;
+    }
+    for (int i = 0; i < n && rc == 0; i++)
+        if (zsock_bind(self->listen, "%s", eps[i]) < 0) {
+            snprintf(err, errlen,
+                     "cannot bind --listen \"%s\": %s; use a free tcp://host:port or an ipc:// "
+                     "path",
+                     eps[i], zmq_strerror(zmq_errno()));
+            rc = -1;
+        }
+    for (int i = 0; i < DECIDER_SERVER_MAX_LISTEN; i++)
+        free(eps[i]);
+    return rc;
+}
 
 // Endpoint lists and the id. 0, or -1 with `err` set.
 static int s_parse_config(decider_server_t *self, const decider_server_config_t *config, char *err,
@@ -642,9 +696,7 @@ decider_server_t *decider_server_new(const decider_server_config_t *config, ipl_
     zsock_set_maxmsgsize(self->listen, S_MAX_ROUTE_FRAME);
     zsock_set_sndhwm(self->listen, 100000);
     zsock_set_rcvhwm(self->listen, 100000);
-    if (zsock_bind(self->listen, "%s", config->listen) < 0) {
-        snprintf(err, errlen, "cannot bind --listen \"%s\": %s; use a free tcp://host:port",
-                 config->listen, zmq_strerror(zmq_errno()));
+    if (s_bind_listen(self, config->listen, err, errlen) != 0) {
         decider_server_destroy(&self);
         return NULL;
     }
@@ -708,17 +760,32 @@ void decider_server_destroy(decider_server_t **self_p)
     pthread_mutex_destroy(&self->collect_lock);
     free(self->m_decisions);
     free(self->wire);
+    msgpack_sbuffer_destroy(&self->reply);
     free(self);
     *self_p = NULL;
 }
 
+// zmq_poll for items that are all plain fds, in one poll(2) (zmq_poll makes a non-blocking
+// pass first, a second system call per wait).
+static int s_poll_fds(zmq_pollitem_t *items, int n, long timeout_ms)
+{
+    struct pollfd fds[S_NITEMS];
+    for (int i = 0; i < n; i++)
+        fds[i] = (struct pollfd){.fd = items[i].fd, .events = POLLIN};
+    int rc = poll(fds, (nfds_t)n, (int)timeout_ms);
+    if (rc < 0) return -1; // errno, which zmq_errno() reads
+    for (int i = 0; i < n; i++)
+        items[i].revents = fds[i].revents & POLLIN ? ZMQ_POLLIN : 0;
+    return rc;
+}
+
 void decider_server_run(decider_server_t *self)
 {
-    enum { LISTEN, SIGNAL, SUB, MONITOR, DEALER, PEERS, NITEMS };
     while (!ipl_signal_stopping()) {
         s_on_sync(self, decider_sync_tick(self->sync, ipl_mono_ms()));
-        // Every socket that exists now; `at[k]` is item k's slot in `items`, or -1.
-        void *socks[NITEMS] = {
+        // Every socket that exists now; `at[k]` is item k's slot in `items`, or -1. A quiet
+        // socket is polled by its ZMQ_FD (see `quiet`), any other one as a ZeroMQ socket.
+        void *socks[S_NITEMS] = {
             zsock_resolve(self->listen),
             NULL,
             self->sub ? zsock_resolve(self->sub) : NULL,
@@ -726,31 +793,46 @@ void decider_server_run(decider_server_t *self)
             self->dealer ? zsock_resolve(self->dealer) : NULL,
             decider_peers_socket(self->peers),
         };
-        zmq_pollitem_t items[NITEMS];
-        int at[NITEMS], nitems = 0;
-        for (int k = 0; k < NITEMS; k++) {
+        zmq_pollitem_t items[S_NITEMS];
+        int at[S_NITEMS], nitems = 0;
+        bool only_fds = true;
+        for (int k = 0; k < S_NITEMS; k++) {
             at[k] = -1;
-            int fd = k == SIGNAL ? ipl_signal_fd() : -1;
-            if (k == SIGNAL ? fd < 0 : !socks[k]) continue;
-            items[nitems] = (zmq_pollitem_t){socks[k], fd, ZMQ_POLLIN, 0};
+            int fd = k == S_SIGNAL ? ipl_signal_fd() : -1;
+            if (k == S_SIGNAL ? fd < 0 : !socks[k]) continue;
+            size_t len = sizeof fd;
+            if (k != S_SIGNAL && self->quiet[k] &&
+                zmq_getsockopt(socks[k], ZMQ_FD, &fd, &len) == 0) {
+                items[nitems] = (zmq_pollitem_t){NULL, fd, ZMQ_POLLIN, 0};
+            } else {
+                items[nitems] = (zmq_pollitem_t){socks[k], fd, ZMQ_POLLIN, 0};
+                only_fds &= !socks[k];
+            }
             at[k] = nitems++;
         }
-        int n = zmq_poll(items, nitems, S_TICK_MS);
+        int n =
+            only_fds ? s_poll_fds(items, nitems, S_TICK_MS) : zmq_poll(items, nitems, S_TICK_MS);
         if (n < 0 && zmq_errno() != EINTR) {
             IPL_ERROR("poll_failed", "error=%s", zmq_strerror(zmq_errno()));
             break;
         }
         if (n <= 0) continue;
+            // A quiet socket's fd may be readable without a message (a command): draining finds
+            // nothing and leaves it quiet again.
 #define S_READY(k) (at[k] >= 0 && (items[at[k]].revents & ZMQ_POLLIN))
         // The state sockets may be replaced by any of these steps: look them up again.
-        if (S_READY(MONITOR) && self->sub_monitor) s_drain_monitor(self);
-        if (S_READY(SUB) && self->sub) s_drain_state(self, self->sub, "state_sub", false);
-        if (self->dealer && (zsock_events(self->dealer) & ZMQ_POLLIN))
+        if (S_READY(S_MONITOR) && self->sub_monitor) s_drain_monitor(self);
+        if (S_READY(S_SUB) && self->sub) s_drain_state(self, self->sub, "state_sub", false);
+        // A quiet DEALER is the one polled (replacing it clears `quiet`); a new one is asked.
+        if (self->dealer &&
+            (self->quiet[S_DEALER] ? S_READY(S_DEALER) : (zsock_events(self->dealer) & ZMQ_POLLIN)))
             s_drain_state(self, self->dealer, "state_snapshot", true);
-        if (S_READY(PEERS)) decider_peers_drain(self->peers, 10000);
-        if (S_READY(LISTEN))
-            for (int i = 0; i < 1000 && (zsock_events(self->listen) & ZMQ_POLLIN); i++)
-                s_serve_route(self);
+        if (S_READY(S_PEERS)) decider_peers_drain(self->peers, 10000);
+        // Until nothing waits, at most 1000 before the state gets its turn (then the socket
+        // is not quiet: the next poll asks it).
+        if (S_READY(S_LISTEN))
+            for (int i = 0; i < 1000 && s_serve_route(self); i++) {
+            }
 #undef S_READY
     }
 }

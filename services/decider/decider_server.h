@@ -41,9 +41,11 @@
 
 #define DECIDER_SERVER_MAX_AGGREGATORS 8
 #define DECIDER_SERVER_MAX_PEERS       64
+#define DECIDER_SERVER_MAX_LISTEN      4 /* --listen endpoints */
 
 typedef struct {
-    const char *listen, *policy_sub, *policy_req;
+    const char *listen; /* comma-separated: one ROUTER bound to each (tcp://, ipc://) */
+    const char *policy_sub, *policy_req;
     const char *state_sub, *state_snapshot; /* comma-separated, one per aggregator, paired */
     decider_router_config_t router; /* its ledger is ignored: the server makes the one ledger */
     uint64_t snapshot_timeout_ms; /* a snapshot with no progress this long is re-requested

@@ -3,21 +3,30 @@
  */
 #include "decider_state.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 
+#include "decider_names.h"
 #include "ipl_error.h"
 
 struct decider_state {
     ipl_index_t *index;
     decider_worker_t workers[IPL_INDEX_MAX_WORKERS]; // by index worker id
     uint64_t seq;
+    uint64_t space; // this state's id space for decider_names, unique in the process
 };
+
+// decider_state_find's memo, one per thread (HTTP decisions read the state beside the loop
+// thread); it serves any state: `space` tells them apart.
+static _Thread_local decider_names_t s_names;
+static atomic_uint_fast64_t s_spaces = 1;
 
 decider_state_t *decider_state_new(void)
 {
     decider_state_t *self = calloc(1, sizeof *self);
     if (!self) return NULL;
     self->index = ipl_index_new();
+    self->space = atomic_fetch_add(&s_spaces, 1);
     if (!self->index) {
         free(self);
         return NULL;
@@ -100,7 +109,11 @@ const ipl_index_t *decider_state_index(const decider_state_t *self)
 
 int decider_state_find(const decider_state_t *self, const char *name)
 {
-    return ipl_index_find_worker(self->index, name);
+    int id = decider_names_get(&s_names, self->space, name);
+    if (id >= 0) return id;
+    id = ipl_index_find_worker(self->index, name);
+    decider_names_put(&s_names, self->space, name, id);
+    return id;
 }
 
 const decider_worker_t *decider_state_worker(const decider_state_t *self, int id)

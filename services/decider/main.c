@@ -35,7 +35,9 @@ int main(int argc, char **argv)
     if (!svc) return 2;
     ipl_config_t *c = ipl_service_config(svc);
     ipl_config_add(c, "listen", IPL_OPT_STR, &listen, "tcp://127.0.0.1:7021",
-                   "ZeroMQ endpoint to bind the ROUTER that answers ROUTE_REQ");
+                   "ZeroMQ endpoints to bind the ROUTER that answers ROUTE_REQ, comma-separated "
+                   "(up to 4, e.g. a tcp:// one for remote gateways and an ipc:// one for a "
+                   "gateway on the same host)");
     ipl_config_add(c, "state-sub", IPL_OPT_STR, &state_sub, "tcp://127.0.0.1:7002",
                    "aggregators' PUB endpoints (state deltas), comma-separated: the decider "
                    "follows one and moves to the next when it fails");
