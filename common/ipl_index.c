@@ -38,13 +38,13 @@
  * layout gives the same answers.
  *
  * Holes (removed blocks, unused slack) are squeezed out by an incremental compaction: once the
- * holes outnumber half the live blocks, every add/remove call also slides a bounded number of
+ * holes outnumber the live blocks, every add/remove call also slides a bounded number of
  * entries down over the holes (order kept, so runs stay runs), updating their table refs.
  * No call pays for the whole arena.
  *
  * Memory per block: 8 B / load (3/8 .. 3/4 → 11..21 B) in the table + 12 B in the arena (+ its
- * holes, at most half the live blocks before compaction starts), whatever the number of its
- * holders. Big tables and arenas live in transparent huge pages (s_mem_alloc).
+ * holes, at most as many as the live blocks before compaction starts), whatever the number of
+ * its holders. Big tables and arenas live in transparent huge pages (s_mem_alloc).
  *
  * Costs: add/remove O(1) amortised per block (+ O(|S|) to build a set the first time it is
  * seen); clear_worker and foreach scan the arena once (O(top)), foreach in chain order.
@@ -559,18 +559,23 @@ static void s_block_move(ipl_index_t *self, size_t pos, size_t slot, uint32_t to
 }
 
 /* One bounded step of the incremental compaction (see the top of the file), started once the
- * holes outnumber half the live blocks (+ S_COMPACT_MIN). `n`: blocks the calling operation
+ * holes outnumber the live blocks (+ S_COMPACT_MIN): each live entry moved costs a table probe,
+ * so a pass must free at least as many holes as it moves entries. `n`: blocks the calling operation
  * touched; the step slides over a multiple of that, more than the operation can add, so a
  * compaction always finishes. */
 static void s_compact_step(ipl_index_t *self, size_t n)
 {
     if (!self->compacting) {
-        if (self->top - self->count <= self->count / 2 + S_COMPACT_MIN) return;
+        if (self->top - self->count <= self->count + S_COMPACT_MIN) return;
         self->compacting = true;
         self->cw = self->cr = 0;
     }
     size_t budget = 4 * n + 2 * S_SLACK_GROW + 64;
     for (; budget > 0 && self->cr < self->top; budget--, self->cr++) {
+        /* each live entry moved needs its table slot: load the slots of those ahead */
+        size_t ahead = self->cr + S_PREFETCH_W;
+        if (ahead < self->top && self->ent[ahead].set != S_EMPTY_SET)
+            s_prefetch_home(self, self->ent[ahead].key);
         s_ent_t e = self->ent[self->cr];
         if (e.set == S_EMPTY_SET) continue;
         if (self->cw != self->cr) {
