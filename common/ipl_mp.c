@@ -350,6 +350,16 @@ int ipl_mp_read_uint(ipl_mp_reader_t *r, uint64_t *out)
     return 0;
 }
 
+int ipl_mp_read_uints(ipl_mp_reader_t *r, uint64_t *out, uint32_t n)
+{
+    for (uint32_t k = 0; k < n; k++) {
+        if (s_fast_uint(r, &out[k])) continue;
+        int rc = ipl_mp_read_uint(r, &out[k]);
+        if (rc != 0) return rc;
+    }
+    return 0;
+}
+
 int ipl_mp_read_int(ipl_mp_reader_t *r, int64_t *out)
 {
     ipl_mp_reader_t c = *r;

@@ -35,6 +35,10 @@ int ipl_mp_read_nil(ipl_mp_reader_t *r);
 int ipl_mp_try_nil(ipl_mp_reader_t *r);
 int ipl_mp_read_bool(ipl_mp_reader_t *r, bool *out);
 int ipl_mp_read_uint(ipl_mp_reader_t *r, uint64_t *out);   /* IPL_E_RANGE when negative */
+/* n unsigned integers into out[0..n) (the body of an array whose header was read), as n calls of
+ * ipl_mp_read_uint but in one loop (a ROUTE_REQ carries 512 hashes). On an error out and r are
+ * left part-way. */
+int ipl_mp_read_uints(ipl_mp_reader_t *r, uint64_t *out, uint32_t n);
 int ipl_mp_read_int(ipl_mp_reader_t *r, int64_t *out);     /* IPL_E_RANGE above INT64_MAX */
 int ipl_mp_read_double(ipl_mp_reader_t *r, double *out);   /* float32/64 and any int */
 int ipl_mp_read_str(ipl_mp_reader_t *r, const char **s, uint32_t *len);

@@ -361,8 +361,7 @@ static int s_decode_field(ipl_mp_reader_t *r, const ipl_proto_field_t *f, void *
         if (n > IPL_PROTO_MAX_ARRAY) return IPL_E_RANGE;
         uint64_t *v = n ? s_alloc(arena, (size_t)n * sizeof *v) : NULL;
         if (n && !v) return IPL_E_NOMEM;
-        for (uint32_t k = 0; k < n; k++)
-            if ((rc = ipl_mp_read_uint(r, &v[k]))) return rc;
+        if ((rc = ipl_mp_read_uints(r, v, n))) return rc;
         *AT(body, f->offset, uint64_t *) = v;
         *AT(body, f->len_offset, uint32_t) = n;
         return IPL_OK;

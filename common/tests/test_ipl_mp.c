@@ -36,6 +36,19 @@ static void test_uint_formats(void **state)
     assert_int_equal(ipl_mp_remaining(&r), 0);
     assert_int_equal(ipl_mp_peek(&r), IPL_MP_INVALID);
     assert_int_equal(ipl_mp_read_uint(&r, &u), IPL_E_TRUNCATED);
+    /* the same values in one call; then a negative one and a truncated one stop it */
+    R(all, 0x00, 0x7f, 0xcc, 0xff, 0xcd, 0x12, 0x34, 0xce, 0xde, 0xad, 0xbe, 0xef, 0xcf, 0xff,
+      0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe, 0xd0, 0x05, 0xd3, 0x7f, 0xff, 0xff, 0xff, 0xff,
+      0xff, 0xff, 0xff);
+    uint64_t got[8] = {0};
+    assert_int_equal(ipl_mp_read_uints(&all, got, 8), 0);
+    assert_memory_equal(got, want, sizeof want);
+    assert_int_equal(ipl_mp_remaining(&all), 0);
+    R(neg, 0x01, 0xff);
+    assert_int_equal(ipl_mp_read_uints(&neg, got, 2), IPL_E_RANGE);
+    R(cut, 0x01, 0xcd, 0x12);
+    assert_int_equal(ipl_mp_read_uints(&cut, got, 2), IPL_E_TRUNCATED);
+    assert_int_equal(ipl_mp_read_uints(&cut, got, 0), 0);
 }
 
 static void test_int_formats(void **state)
