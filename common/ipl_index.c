@@ -514,6 +514,7 @@ static void s_slot_delete(ipl_index_t *self, size_t i)
 static int s_arena_reserve(ipl_index_t *self, size_t n)
 {
     if (self->top + n <= self->acap) return 0;
+    if (n > UINT32_MAX - 1 - self->top) return IPL_E_NOMEM; /* table refs are 32-bit */
     size_t ncap = self->acap * 2;
     while (ncap < self->top + n)
         ncap *= 2;
