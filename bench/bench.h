@@ -115,6 +115,20 @@ static inline uint64_t bench_quantile(uint64_t *v, size_t n, double q)
     return v[k - 1];
 }
 
+#define BENCH_ROUNDS 5
+
+/* The p99 of latency samples as the median of BENCH_ROUNDS consecutive rounds' p99 (each round
+ * n / BENCH_ROUNDS samples, in the order taken), so that one burst of another process on a
+ * shared machine does not decide the figure alone; the rounds' p99 go to p99r[] sorted. Sorts
+ * each round in place: take other quantiles of `v` afterwards (they do not depend on order). */
+static inline uint64_t bench_p99_of_rounds(uint64_t *v, size_t n, uint64_t p99r[BENCH_ROUNDS])
+{
+    size_t m = n / BENCH_ROUNDS;
+    for (int r = 0; r < BENCH_ROUNDS; r++)
+        p99r[r] = bench_quantile(v + (size_t)r * m, m, 0.99);
+    return bench_quantile(p99r, BENCH_ROUNDS, 0.5);
+}
+
 /* Resident set size of this process in bytes (/proc/self/statm), 0 when unreadable. */
 static inline size_t bench_rss_bytes(void)
 {

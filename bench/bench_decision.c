@@ -54,7 +54,6 @@
 #define S_MIN_PREFIX  32u
 #define S_MAX_PREFIX  256u
 #define S_BLOCK       16u
-#define S_ROUNDS      5
 #define S_NREQ        1024 /* distinct pre-encoded requests */
 #define S_MAX_WORKERS 1024
 
@@ -223,22 +222,19 @@ static void s_latency(s_client_t *c, size_t nreq, int nworkers, double membershi
               "request %zu bytes, reply %.0f bytes on average",
               c->replies_checked, c->ok, c->cache_hits, c->reqs[0].size,
               (double)c->reply_bytes / (double)c->replies_checked);
-    size_t m = nreq / S_ROUNDS;
-    uint64_t p99r[S_ROUNDS];
-    for (int r = 0; r < S_ROUNDS; r++)
-        p99r[r] = bench_quantile(lat + (size_t)r * m, m, 0.99);
-    double p99 = (double)bench_quantile(p99r, S_ROUNDS, 0.5) / 1e3;
+    uint64_t p99r[BENCH_ROUNDS];
+    double p99 = (double)bench_p99_of_rounds(lat, nreq, p99r) / 1e3;
     double p50 = (double)bench_quantile(lat, nreq, 0.5) / 1e3;
     BENCH_LOG("latency%s: p50 %.1f us; p99 per round %.1f .. %.1f us (median %.1f), over all "
               "%.1f us; p99.9 %.1f us, max %.1f us",
-              transport, p50, (double)p99r[0] / 1e3, (double)p99r[S_ROUNDS - 1] / 1e3, p99,
+              transport, p50, (double)p99r[0] / 1e3, (double)p99r[BENCH_ROUNDS - 1] / 1e3, p99,
               (double)bench_quantile(lat, nreq, 0.99) / 1e3,
               (double)bench_quantile(lat, nreq, 0.999) / 1e3, (double)lat[nreq - 1] / 1e3);
     char note[256];
     snprintf(note, sizeof note,
              "ZeroMQ %s round trip, 512-block prompt, %d workers, %.0f memberships; p99: median "
              "of %d rounds",
-             *transport ? "ipc://" : "TCP", nworkers, memberships, S_ROUNDS);
+             *transport ? "ipc://" : "TCP", nworkers, memberships, BENCH_ROUNDS);
     char name[128];
     snprintf(name, sizeof name, "decision_p50_us%s%s", transport, suffix);
     bench_figure(name, p50, "us", note);

@@ -199,19 +199,14 @@ static uint64_t s_fill_interleaved(ipl_index_t *ix, const s_world_t *wd, s_promp
     return np;
 }
 
-#define S_ROUNDS 5
-
-/* p50 over every sample; p99 as the median of S_ROUNDS consecutive rounds' p99, so that one
+/* p50 over every sample; p99 as the median of BENCH_ROUNDS consecutive rounds' p99, so that one
  * burst of another process on a shared machine does not decide the figure alone. */
 static void s_report(const char *what, const char *suffix, uint64_t *lat, size_t n,
                      const char *note)
 {
     char name[128];
-    size_t m = n / S_ROUNDS;
-    uint64_t p99r[S_ROUNDS];
-    for (int r = 0; r < S_ROUNDS; r++)
-        p99r[r] = bench_quantile(lat + (size_t)r * m, m, 0.99);
-    double p99 = (double)bench_quantile(p99r, S_ROUNDS, 0.5) / 1e3;
+    uint64_t p99r[BENCH_ROUNDS];
+    double p99 = (double)bench_p99_of_rounds(lat, n, p99r) / 1e3;
     double p50 = (double)bench_quantile(lat, n, 0.50) / 1e3;
     double p99all = (double)bench_quantile(lat, n, 0.99) / 1e3;
     double p999 = (double)bench_quantile(lat, n, 0.999) / 1e3;
@@ -221,7 +216,7 @@ static void s_report(const char *what, const char *suffix, uint64_t *lat, size_t
     bench_figure(name, p99, "us", note);
     BENCH_LOG("%s: p50 %.2f us; p99 per round %.2f .. %.2f us (median %.2f), over all %.2f us; "
               "p99.9 %.2f us, max %.2f us",
-              what, p50, (double)p99r[0] / 1e3, (double)p99r[S_ROUNDS - 1] / 1e3, p99, p99all, p999,
+              what, p50, (double)p99r[0] / 1e3, (double)p99r[BENCH_ROUNDS - 1] / 1e3, p99, p99all, p999,
               (double)lat[n - 1] / 1e3);
 }
 
@@ -285,7 +280,7 @@ int main(int argc, char **argv)
     uint64_t depth;
     snprintf(note, sizeof note,
              "512-block cached prompt, %zu memberships, %d workers; p99: median of %d rounds",
-             members, nworkers, S_ROUNDS);
+             members, nworkers, BENCH_ROUNDS);
     s_lookups(ix, wd, prompts, np, 0, true, lat, nlookups / 10, &rng, &depth); /* warm-up */
     s_lookups(ix, wd, prompts, np, 0, true, lat, nlookups, &rng, &depth);
     if (depth != (uint64_t)nlookups * S_PROMPT)
