@@ -21,6 +21,18 @@
 
 #define IPL_HASH_ROOT 0x69706c2d726f6f74ULL /* "ipl-root" */
 
+/* A 64-bit mixer for in-memory hash tables keyed by integers or pointers: splitmix64's step
+ * (the golden-ratio increment, then its finaliser), a bijection with full avalanche, so keys
+ * like 1, 2, 3 or pointers of one allocation run spread over every bit. Not a stable format:
+ * nothing stored or sent may depend on it. */
+static inline uint64_t ipl_mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
 /* Hash of one block given its parent hash. */
 uint64_t ipl_block_hash(uint64_t parent, const uint32_t *tokens, size_t block_size);
 /* Hashes the full blocks of `tokens` into `out` (capacity `max`); returns the number of full

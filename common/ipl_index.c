@@ -52,6 +52,7 @@
 #include "ipl_index.h"
 
 #include "ipl_error.h"
+#include "ipl_hash.h"
 
 #include <assert.h>
 #include <stdbool.h>
@@ -73,7 +74,7 @@
 #define S_NONE          SIZE_MAX
 
 typedef struct {
-    uint64_t sig;     /* XOR of s_mix(w) over members */
+    uint64_t sig;     /* XOR of ipl_mix64(w) over members */
     uint32_t refs;    /* blocks (and temporary pins) using this set; 0 = free entry */
     uint32_t n;       /* members */
     uint16_t *member; /* sorted worker ids, n of them (NULL when n == 0) */
@@ -139,20 +140,11 @@ struct ipl_index {
 /* ------------------------------------------------------------------------------------------ */
 /* hashing helpers */
 
-static inline uint64_t s_mix(uint64_t x)
-{
-    /* splitmix64 finaliser: a bijection with good avalanche. */
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 /* Keys are XXH3 outputs already, but tests and adversaries may send 1, 2, 3...: the tag is
  * taken from a full mix of the key. */
 static inline uint32_t s_tag(uint64_t key)
 {
-    return (uint32_t)(s_mix(key) >> 32);
+    return (uint32_t)(ipl_mix64(key) >> 32);
 }
 
 static inline size_t s_home(const ipl_index_t *self, uint32_t tag)
@@ -165,7 +157,7 @@ static uint64_t s_name_hash(const char *name)
     uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
     for (const unsigned char *p = (const unsigned char *)name; *p; p++)
         h = (h ^ *p) * 0x100000001b3ULL;
-    return s_mix(h);
+    return ipl_mix64(h);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -173,7 +165,7 @@ static uint64_t s_name_hash(const char *name)
 
 static inline uint32_t s_intern_home(const ipl_index_t *self, uint64_t sig)
 {
-    return (uint32_t)(s_mix(sig) & (self->intern_cap - 1));
+    return (uint32_t)(ipl_mix64(sig) & (self->intern_cap - 1));
 }
 
 static bool s_set_has(const s_set_t *set, int worker)
@@ -199,7 +191,7 @@ static int s_intern_grow(ipl_index_t *self)
     for (uint32_t i = 0; i < self->intern_cap; i++) {
         uint32_t id = self->intern[i];
         if (!id) continue;
-        uint32_t j = (uint32_t)(s_mix(self->pool[id].sig) & (ncap - 1));
+        uint32_t j = (uint32_t)(ipl_mix64(self->pool[id].sig) & (ncap - 1));
         while (tab[j])
             j = (j + 1) & (ncap - 1);
         tab[j] = id;
@@ -287,7 +279,7 @@ static int s_set_derive(ipl_index_t *self, uint32_t base, int worker, bool addin
         *out = S_EMPTY_SET;
         return 0;
     }
-    uint64_t sig = b->sig ^ s_mix((uint64_t)worker);
+    uint64_t sig = b->sig ^ ipl_mix64((uint64_t)worker);
     uint32_t mask = self->intern_cap - 1;
     for (uint32_t i = s_intern_home(self, sig); self->intern[i]; i = (i + 1) & mask) {
         const s_set_t *c = &self->pool[self->intern[i]];

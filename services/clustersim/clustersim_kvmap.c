@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "ipl_error.h"
+#include "ipl_hash.h"
 
 typedef struct {
     uint64_t engine;
@@ -22,10 +23,7 @@ struct clustersim_kvmap {
 
 static inline size_t s_home(const clustersim_kvmap_t *self, uint64_t key)
 {
-    key ^= key >> 33;
-    key *= 0xff51afd7ed558ccdULL;
-    key ^= key >> 33;
-    return (size_t)key & self->mask;
+    return (size_t)ipl_mix64(key) & self->mask;
 }
 
 clustersim_kvmap_t *clustersim_kvmap_new(void)

@@ -97,11 +97,7 @@ static int s_intern(decider_feedback_t *self, const char *name)
 
 static uint32_t s_bucket(const decider_feedback_t *self, uint64_t conn, uint64_t req_id)
 {
-    uint64_t h = conn ^ (req_id * 0x9e3779b97f4a7c15ULL);
-    h ^= h >> 31;
-    h *= 0xbf58476d1ce4e5b9ULL;
-    h ^= h >> 29;
-    return (uint32_t)h & (self->nbuckets - 1);
+    return (uint32_t)ipl_mix64(conn ^ (req_id * 0x9e3779b97f4a7c15ULL)) & (self->nbuckets - 1);
 }
 
 static uint32_t s_find(const decider_feedback_t *self, uint64_t conn, uint64_t req_id)

@@ -8,19 +8,15 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "ipl_hash.h"
+
 _Static_assert(DECIDER_NAMES_BUCKETS == 256, "s_bucket takes the top 8 bits of the mix");
 
-// Pointers of one allocation run differ in few bits: a full 64-bit mix (murmur3's
-// finalizer) spreads them (a plain multiply put 64 policy names in ~40 buckets).
+// Pointers of one allocation run differ in few bits: a full 64-bit mix spreads them (a plain
+// multiply put 64 policy names in ~40 buckets).
 static uint64_t s_mix(const char *name)
 {
-    uint64_t p = (uint64_t)(uintptr_t)name;
-    p ^= p >> 33;
-    p *= 0xff51afd7ed558ccdull;
-    p ^= p >> 33;
-    p *= 0xc4ceb9fe1a85ec53ull;
-    p ^= p >> 33;
-    return p;
+    return ipl_mix64((uint64_t)(uintptr_t)name);
 }
 
 // Whether s holds `name` (this pointer with this text) in `space`. Compares the text with
