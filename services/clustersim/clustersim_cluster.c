@@ -157,12 +157,11 @@ void clustersim_config_defaults(clustersim_config_t *cfg)
 
 /* --- small helpers -------------------------------------------------------------------------- */
 
-static uint64_t s_rand(clustersim_cluster_t *self)
+static uint64_t s_rand(clustersim_cluster_t *self) // splitmix64
 {
-    uint64_t x = (self->rng += 0x9e3779b97f4a7c15ULL);
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
+    uint64_t x = self->rng;
+    self->rng += 0x9e3779b97f4a7c15ULL;
+    return ipl_mix64(x);
 }
 
 static double s_delay(clustersim_cluster_t *self)

@@ -21,6 +21,7 @@
 #include "ipl_error.h"
 #include "ipl_log.h"
 #include "sim_text.h"
+#include "ipl_hash.h"
 
 #define S_WAIT_SLICE_MS 500 /* how often a waiting handler re-checks (bounded waits) */
 
@@ -203,11 +204,10 @@ static bool s_inject_failure(sim_api_t *self)
 {
     if (self->cfg.fail_rate <= 0) return false;
     pthread_mutex_lock(&self->lock);
-    uint64_t z = (self->fail_state += 0x9e3779b97f4a7c15ULL);
+    uint64_t z = self->fail_state; /* splitmix64, as in sim_text */
+    self->fail_state += 0x9e3779b97f4a7c15ULL;
     pthread_mutex_unlock(&self->lock);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    z ^= z >> 31;
+    z = ipl_mix64(z);
     return (double)(z >> 11) / 9007199254740992.0 < self->cfg.fail_rate;
 }
 

@@ -22,12 +22,12 @@ static const char *const s_words[] = {
 
 #define S_NWORDS (sizeof s_words / sizeof s_words[0])
 
+/* splitmix64: ipl_mix64 of the state before its golden-ratio step. */
 static uint64_t s_next(uint64_t *state)
 {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
+    uint64_t z = *state;
+    *state += 0x9e3779b97f4a7c15ULL;
+    return ipl_mix64(z);
 }
 
 uint64_t sim_text_seed(uint64_t server_seed, uint64_t request_seed, const uint32_t *prompt,
