@@ -108,7 +108,8 @@ typedef struct {
     uint64_t messages;
 } s_feeder_t;
 
-/* Sends a prompt's blocks for `worker` as KV_EVENTs of 1-32 blocks, and mirrors them. */
+/* Sends a prompt's blocks for `worker` as KV_EVENTs of 1-32 blocks, each with its parent hint
+ * as a collector sends it, and mirrors them. */
 static void s_feed_prompt(s_feeder_t *fd, const s_loads_t *l, int worker, const uint64_t *hashes,
                           bench_rng_t *rng, uint64_t src_seq)
 {
@@ -119,6 +120,7 @@ static void s_feed_prompt(s_feeder_t *fd, const s_loads_t *l, int worker, const 
                              .epoch = 1,
                              .src_seq = src_seq,
                              .op = IPL_KV_OP_STORED,
+                             .parent = i ? hashes[i - 1] : 0, /* as the collector sends */
                              .hashes = (uint64_t *)hashes + i,
                              .hashes_len = n,
                              .block_size = S_BLOCK};
