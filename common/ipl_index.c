@@ -31,8 +31,9 @@
  * Placement (ipl_index_add_chain): a new block goes right after its predecessor (the previous
  * hash of the call, or the call's `parent` hint for the first) when that entry is a hole, or at
  * the top of the arena when its predecessor is the top entry; otherwise it starts a new run at
- * the top. A call that leaves a run at the top reserves holes after it (S_SLACK_NEW for a new
- * chain, S_SLACK_GROW for one already continued elsewhere), where the chain's next blocks land
+ * the top. A call that leaves a run at the top reserves holes after it (for a new chain as many
+ * as it brought, up to S_SLACK_NEW; S_SLACK_GROW for one already continued elsewhere, which
+ * is growing piecewise), where the chain's next blocks land
  * later: vLLM reports chunked prefill and decode blocks piece by piece, interleaved with every
  * other request's. Placement is only about speed: the walk checks every key, so any
  * layout gives the same answers.
@@ -684,7 +685,7 @@ int ipl_index_add_chain(ipl_index_t *self, int worker, uint64_t parent, const ui
     if (s_arena_reserve(self, n + S_SLACK_GROW) != 0) return IPL_E_NOMEM;
     size_t prev = parent ? s_find(self, parent) : S_NONE;
     bool at_top = false; /* the last new block ended a run at the top */
-    size_t slack = S_SLACK_NEW;
+    size_t slack = n < S_SLACK_NEW ? n : S_SLACK_NEW; /* a new chain: as much as it brought */
     for (size_t k = 0; k < n; k++) {
         uint64_t key = hashes[k];
         if (k + S_PREFETCH_W < n) s_prefetch_home(self, hashes[k + S_PREFETCH_W]);
