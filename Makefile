@@ -43,6 +43,9 @@ BINS      := $(SERVICES:%=$(BUILD)/inferplane-%) \
 
 UNIT_SRC  := $(wildcard common/tests/test_*.c proto/tests/test_*.c services/*/tests/test_*.c)
 UNIT_BINS := $(foreach s,$(UNIT_SRC),$(BUILD)/tests/$(basename $(notdir $(s))))
+# (defined before `all`, whose prerequisites are expanded where the rule is read)
+BENCH_SRC  := $(wildcard bench/bench_*.c)
+BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all deps test unit integration run bench bench-micro clean format proto-doc config-doc check-deps
 all: $(BINS) $(UNIT_BINS) $(BENCH_BINS)
@@ -80,8 +83,6 @@ endef
 $(foreach s,$(SERVICES),$(eval $(call SERVICE_RULES,$(s))))
 
 # Benchmarks: bench/bench_*.c, each linked with every service archive and libipl.a.
-BENCH_SRC  := $(wildcard bench/bench_*.c)
-BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 SVC_LIBS   := $(SERVICES:%=$(BUILD)/svc-%.a)
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(SVC_LIBS) $(LIB)
 	@mkdir -p $(dir $@)
