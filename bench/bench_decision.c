@@ -7,9 +7,9 @@
  *   (a synthetic collector)                                           ──► ROUTE_REP
  *
  * State: `--memberships` (block, worker) memberships fed through the real aggregator as
- * KV_EVENT STORED messages of 1-32 blocks (the size of vLLM's BlockStored events): prompt
- * families with shared prefixes of 32-256 blocks, 512-block prompts each cached on one or two
- * of its family's 4 affine workers (as bench_index). A LOAD per worker every 100 ms (the
+ * KV_EVENT STORED messages of 1-32 blocks (the size of vLLM's BlockStored events): the prompt
+ * population of bench_world.h with 256 families (512-block prompts, shared prefixes of 32-256
+ * blocks, each prompt cached on one or two of its family's 4 affine workers). A LOAD per worker every 100 ms (the
  * collector's scrape period) keeps every worker up and exact, with queues of 0-8 running and
  * 0-2 waiting. A local ipl_index mirrors what was sent, so the benchmark waits until the
  * decider's /debug/state shows exactly that many memberships before it measures.
@@ -43,16 +43,13 @@
 
 #include "bench.h"
 #include "bench_stack.h"
+#include "bench_world.h"
 #include "ipl_clock.h"
 #include "ipl_error.h"
 #include "ipl_index.h"
 #include "ipl_proto.h"
 
 #define S_FAMILIES    256u
-#define S_AFFINE      4u
-#define S_PROMPT      512u
-#define S_MIN_PREFIX  32u
-#define S_MAX_PREFIX  256u
 #define S_BLOCK       16u
 #define S_NREQ        1024 /* distinct pre-encoded requests */
 #define S_MAX_WORKERS 1024
@@ -89,19 +86,6 @@ static void *s_load_thread(void *arg)
 }
 
 typedef struct {
-    uint32_t prefix[S_FAMILIES];
-    uint16_t affine[S_FAMILIES][S_AFFINE];
-    uint64_t salt;
-} s_world_t;
-
-static void s_prompt_hashes(const s_world_t *wd, uint32_t f, uint64_t p, uint64_t *out)
-{
-    for (uint32_t i = 0; i < S_PROMPT; i++)
-        out[i] = i < wd->prefix[f] ? bench_mix(wd->salt ^ ((uint64_t)f << 20 | i))
-                                   : bench_mix(wd->salt ^ (0x8000000000000000ull | p << 12 | i));
-}
-
-typedef struct {
     void *push;
     msgpack_sbuffer buf;
     ipl_index_t *mirror;
@@ -113,9 +97,9 @@ typedef struct {
 static void s_feed_prompt(s_feeder_t *fd, const s_loads_t *l, int worker, const uint64_t *hashes,
                           bench_rng_t *rng, uint64_t src_seq)
 {
-    for (uint32_t i = 0; i < S_PROMPT;) {
+    for (uint32_t i = 0; i < BENCH_PROMPT;) {
         uint32_t n = (uint32_t)bench_range(rng, 1, 32);
-        if (n > S_PROMPT - i) n = S_PROMPT - i;
+        if (n > BENCH_PROMPT - i) n = BENCH_PROMPT - i;
         ipl_kv_event_t ev = {.worker = (char *)l->names[worker],
                              .epoch = 1,
                              .src_seq = src_seq,
@@ -281,32 +265,26 @@ int main(int argc, char **argv)
 
     /* the state */
     bench_rng_t rng = bench_rng(7);
-    static s_world_t wd;
-    wd.salt = bench_rand(&rng);
-    for (uint32_t f = 0; f < S_FAMILIES; f++) {
-        wd.prefix[f] = (uint32_t)bench_range(&rng, S_MIN_PREFIX, S_MAX_PREFIX);
-        for (uint32_t j = 0; j < S_AFFINE; j++)
-            wd.affine[f][j] = (uint16_t)(bench_rand(&rng) % (uint64_t)nworkers);
-    }
+    static bench_world_t wd;
+    bench_world_init(&wd, S_FAMILIES, nworkers, &rng);
     s_feeder_t fd = {.push = bench_socket(ctx, ZMQ_PUSH, aggregator, false),
                      .mirror = ipl_index_new()};
     msgpack_sbuffer_init(&fd.buf);
     for (int w = 0; w < nworkers; w++)
         ipl_index_worker(fd.mirror, loads.names[w]);
-    uint64_t cap = target / (S_PROMPT - S_MAX_PREFIX) + S_FAMILIES + 16;
+    uint64_t cap = target / (BENCH_PROMPT - BENCH_MAX_PREFIX) + S_FAMILIES + 16;
     uint32_t *family = malloc(cap * sizeof *family);
-    uint64_t hashes[S_PROMPT];
+    uint64_t hashes[BENCH_PROMPT];
     uint64_t np = 0;
     uint64_t t0 = bench_now_ns();
     while (ipl_index_memberships(fd.mirror) < target && np < cap) {
-        uint32_t f = (uint32_t)(bench_rand(&rng) % S_FAMILIES);
+        uint32_t f = bench_world_family(&wd, &rng);
         family[np] = f;
-        s_prompt_hashes(&wd, f, np, hashes);
-        int primary = wd.affine[f][bench_rand(&rng) % S_AFFINE];
+        bench_world_prompt(&wd, f, np, hashes);
+        int primary, second;
+        bench_world_holders(&wd, f, &rng, &primary, &second);
         s_feed_prompt(&fd, &loads, primary, hashes, &rng, np);
-        int second = wd.affine[f][bench_rand(&rng) % S_AFFINE];
-        if (bench_rand(&rng) % 4 == 0 && second != primary)
-            s_feed_prompt(&fd, &loads, second, hashes, &rng, np);
+        if (second >= 0) s_feed_prompt(&fd, &loads, second, hashes, &rng, np);
         np++;
     }
     s_want_t want = {(double)ipl_index_memberships(fd.mirror), nworkers};
@@ -324,14 +302,14 @@ int main(int argc, char **argv)
     static msgpack_sbuffer reqs[S_NREQ];
     for (size_t k = 0; k < S_NREQ; k++) {
         uint64_t p = bench_rand(&rng) % np;
-        s_prompt_hashes(&wd, family[p], p, hashes);
+        bench_world_prompt(&wd, family[p], p, hashes);
         ipl_route_req_t rq = {.req_id = k,
                               .model = (char *)model,
                               .tenant = "",
-                              .prompt_tokens = S_PROMPT * S_BLOCK,
+                              .prompt_tokens = BENCH_PROMPT * S_BLOCK,
                               .block_size = S_BLOCK,
                               .hashes = hashes,
-                              .hashes_len = S_PROMPT,
+                              .hashes_len = BENCH_PROMPT,
                               .strategy = ""};
         msgpack_sbuffer_init(&reqs[k]);
         bench_encode(IPL_MSG_ROUTE_REQ, &rq, &reqs[k]);

@@ -2,15 +2,8 @@
  * bench_index — the prefix index (common/ipl_index) at scale: lookup latency and memory.
  *
  * The index is filled, through ipl_index_add, with the KV caches of `--workers` workers until
- * it holds `--memberships` (block, worker) pairs:
- *
- *   - 4,096 prompt families (system prompts, shared documents), family f with a shared prefix
- *     of 32-256 blocks; each family has 4 affine workers (where a cache-aware router sends it);
- *   - prompts of 512 blocks: their family's prefix, then blocks of their own; each prompt is
- *     cached on one of its family's affine workers, and on a second one with probability 1/4
- *     (so prefixes sit on up to 4 workers, suffixes on 1-2);
- *   - block hashes are distinct random 64-bit values (our XXH3 chain hashes are), derived from
- *     (family, position) and (prompt, position) so no big array holds them.
+ * it holds `--memberships` (block, worker) pairs of the prompt population of bench_world.h
+ * (4,096 families).
  *
  * Figures (one core, one thread):
  *   bytes_per_membership   RSS growth (/proc/self/statm, before ipl_index_new vs after the
@@ -41,104 +34,53 @@
 #include <string.h>
 
 #include "bench.h"
+#include "bench_world.h"
 #include "ipl_index.h"
 
-#define S_FAMILIES   4096u
-#define S_AFFINE     4u
-#define S_PROMPT     512u
-#define S_MIN_PREFIX 32u
-#define S_MAX_PREFIX 256u
+#define S_FAMILIES 4096u
 
 typedef struct {
     uint32_t family;
 } s_prompt_t;
 
-typedef struct {
-    uint32_t prefix[S_FAMILIES];
-    uint16_t affine[S_FAMILIES][S_AFFINE];
-    uint64_t salt;
-} s_world_t;
-
-/* The hashes of prompt p of family f (prefix shared by the family); `fresh` prompts use ids
- * never inserted. */
-static void s_prompt_hashes(const s_world_t *wd, uint32_t f, uint64_t p, uint64_t *out)
-{
-    uint32_t lf = wd->prefix[f];
-    for (uint32_t i = 0; i < lf; i++)
-        out[i] = bench_mix(wd->salt ^ ((uint64_t)f << 20 | i));
-    for (uint32_t i = lf; i < S_PROMPT; i++)
-        out[i] = bench_mix(wd->salt ^ (0x8000000000000000ull | p << 12 | i));
-}
-
-static void s_world_init(s_world_t *wd, int nworkers, bench_rng_t *rng)
-{
-    wd->salt = bench_rand(rng);
-    for (uint32_t f = 0; f < S_FAMILIES; f++) {
-        wd->prefix[f] = (uint32_t)bench_range(rng, S_MIN_PREFIX, S_MAX_PREFIX);
-        for (uint32_t j = 0; j < S_AFFINE; j++) {
-            uint16_t w;
-            bool dup;
-            do { /* distinct workers when there are enough of them */
-                w = (uint16_t)(bench_rand(rng) % (uint64_t)nworkers);
-                dup = false;
-                for (uint32_t k = 0; k < j; k++)
-                    dup |= wd->affine[f][k] == w;
-            } while (dup && (uint32_t)nworkers > j);
-            wd->affine[f][j] = w;
-        }
-    }
-}
-
 /* Times `n` lookups; writes per-lookup ns into `lat`. `hit`: prompts from the population. */
-static void s_lookups(const ipl_index_t *ix, const s_world_t *wd, const s_prompt_t *prompts,
+static void s_lookups(const ipl_index_t *ix, const bench_world_t *wd, const s_prompt_t *prompts,
                       uint64_t nprompts, uint64_t fresh_base, bool hit, uint64_t *lat, size_t n,
                       bench_rng_t *rng, uint64_t *depth_sum)
 {
-    uint64_t hashes[S_PROMPT];
+    uint64_t hashes[BENCH_PROMPT];
     uint32_t prefix[IPL_INDEX_MAX_WORKERS];
     *depth_sum = 0;
     for (size_t q = 0; q < n; q++) {
         if (hit) {
             uint64_t p = bench_rand(rng) % nprompts;
-            s_prompt_hashes(wd, prompts[p].family, p, hashes);
+            bench_world_prompt(wd, prompts[p].family, p, hashes);
         } else {
-            uint32_t f = (uint32_t)(bench_rand(rng) % S_FAMILIES);
-            s_prompt_hashes(wd, f, fresh_base + q, hashes);
+            uint32_t f = bench_world_family(wd, rng);
+            bench_world_prompt(wd, f, fresh_base + q, hashes);
         }
         uint64_t t0 = bench_now_ns();
-        size_t depth = ipl_index_match(ix, hashes, S_PROMPT, prefix, IPL_INDEX_MAX_WORKERS);
+        size_t depth = ipl_index_match(ix, hashes, BENCH_PROMPT, prefix, IPL_INDEX_MAX_WORKERS);
         uint64_t t1 = bench_now_ns();
         lat[q] = t1 - t0;
         *depth_sum += depth;
     }
 }
 
-/* The holders of a new prompt of family f: one affine worker, and a second one 1 time in 4
- * (-1 when none). */
-static void s_holders(const s_world_t *wd, uint32_t f, bench_rng_t *rng, int *primary, int *second)
-{
-    *primary = wd->affine[f][bench_rand(rng) % S_AFFINE];
-    *second = -1;
-    if (bench_rand(rng) % 4 == 0) {
-        int w = wd->affine[f][bench_rand(rng) % S_AFFINE];
-        if (w != *primary) *second = w;
-    }
-}
-
 /* Fills the index one whole prompt per call; returns the number of prompts. */
-static uint64_t s_fill(ipl_index_t *ix, const s_world_t *wd, s_prompt_t *prompts, uint64_t cap,
+static uint64_t s_fill(ipl_index_t *ix, const bench_world_t *wd, s_prompt_t *prompts, uint64_t cap,
                        uint64_t target, bench_rng_t *rng)
 {
-    uint64_t hashes[S_PROMPT];
+    uint64_t hashes[BENCH_PROMPT];
     uint64_t np = 0;
     while (ipl_index_memberships(ix) < target && np < cap) {
-        uint32_t f = (uint32_t)(bench_rand(rng) % S_FAMILIES);
+        uint32_t f = bench_world_family(wd, rng);
         prompts[np].family = f;
-        s_prompt_hashes(wd, f, np, hashes);
+        bench_world_prompt(wd, f, np, hashes);
         int primary, second;
-        s_holders(wd, f, rng, &primary, &second);
-        if (ipl_index_add(ix, primary, hashes, S_PROMPT) != 0) BENCH_DIE("ipl_index_add");
-        if (second >= 0 && ipl_index_add(ix, second, hashes, S_PROMPT) != 0)
+        bench_world_holders(wd, f, rng, &primary, &second);
+        if (ipl_index_add(ix, primary, hashes, BENCH_PROMPT) != 0) BENCH_DIE("ipl_index_add");
+        if (second >= 0 && ipl_index_add(ix, second, hashes, BENCH_PROMPT) != 0)
             BENCH_DIE("ipl_index_add");
         np++;
     }
@@ -148,14 +90,14 @@ static uint64_t s_fill(ipl_index_t *ix, const s_world_t *wd, s_prompt_t *prompts
 #define S_INFLIGHT 32u
 
 typedef struct {
-    uint64_t hashes[S_PROMPT];
+    uint64_t hashes[BENCH_PROMPT];
     uint32_t done; /* blocks added so far */
     int primary, second;
 } s_flight_t;
 
 /* Fills the index as vLLM reports blocks under load: S_INFLIGHT prompts at once, each call
  * the next 1..segment blocks of a random one, with the parent hint. Returns the prompts. */
-static uint64_t s_fill_interleaved(ipl_index_t *ix, const s_world_t *wd, s_prompt_t *prompts,
+static uint64_t s_fill_interleaved(ipl_index_t *ix, const bench_world_t *wd, s_prompt_t *prompts,
                                    uint64_t cap, uint64_t target, uint32_t segment,
                                    bench_rng_t *rng)
 {
@@ -163,20 +105,20 @@ static uint64_t s_fill_interleaved(ipl_index_t *ix, const s_world_t *wd, s_promp
     if (!fl) BENCH_DIE("out of memory");
     uint64_t np = 0;
     for (uint32_t j = 0; j < S_INFLIGHT; j++)
-        fl[j].done = S_PROMPT; /* empty: starts a prompt on first use */
+        fl[j].done = BENCH_PROMPT; /* empty: starts a prompt on first use */
     while (ipl_index_memberships(ix) < target) {
         s_flight_t *f = &fl[bench_rand(rng) % S_INFLIGHT];
-        if (f->done == S_PROMPT) {
+        if (f->done == BENCH_PROMPT) {
             if (np == cap) break;
-            uint32_t fam = (uint32_t)(bench_rand(rng) % S_FAMILIES);
+            uint32_t fam = bench_world_family(wd, rng);
             prompts[np].family = fam;
-            s_prompt_hashes(wd, fam, np, f->hashes);
-            s_holders(wd, fam, rng, &f->primary, &f->second);
+            bench_world_prompt(wd, fam, np, f->hashes);
+            bench_world_holders(wd, fam, rng, &f->primary, &f->second);
             f->done = 0;
             np++;
         }
         uint32_t n = (uint32_t)bench_range(rng, 1, segment);
-        if (n > S_PROMPT - f->done) n = S_PROMPT - f->done;
+        if (n > BENCH_PROMPT - f->done) n = BENCH_PROMPT - f->done;
         uint64_t parent = f->done ? f->hashes[f->done - 1] : 0;
         if (ipl_index_add_chain(ix, f->primary, parent, f->hashes + f->done, n) != 0 ||
             (f->second >= 0 &&
@@ -187,9 +129,9 @@ static uint64_t s_fill_interleaved(ipl_index_t *ix, const s_world_t *wd, s_promp
     /* prompts still in flight are only partly cached: finish them so every lookup hits fully */
     for (uint32_t j = 0; j < S_INFLIGHT; j++) {
         s_flight_t *f = &fl[j];
-        if (f->done == S_PROMPT) continue;
+        if (f->done == BENCH_PROMPT) continue;
         uint64_t parent = f->done ? f->hashes[f->done - 1] : 0;
-        uint32_t n = S_PROMPT - f->done;
+        uint32_t n = BENCH_PROMPT - f->done;
         if (ipl_index_add_chain(ix, f->primary, parent, f->hashes + f->done, n) != 0 ||
             (f->second >= 0 &&
              ipl_index_add_chain(ix, f->second, parent, f->hashes + f->done, n) != 0))
@@ -229,19 +171,19 @@ int main(int argc, char **argv)
     const char *suffix = bench_arg(argc, argv, "suffix", "");
     uint32_t segment = (uint32_t)bench_arg_int(argc, argv, "segment", 0);
     if (nworkers < 1 || nworkers > IPL_INDEX_MAX_WORKERS || target < 10000 || nlookups < 100 ||
-        segment > S_PROMPT)
+        segment > BENCH_PROMPT)
         BENCH_DIE("usage: bench_index [--workers 1..%d] [--memberships >= 10000] "
                   "[--lookups >= 100] [--segment 0..%u] [--seed N] [--suffix NAME]",
-                  IPL_INDEX_MAX_WORKERS, S_PROMPT);
+                  IPL_INDEX_MAX_WORKERS, BENCH_PROMPT);
 
     bench_rng_t rng = bench_rng(seed);
-    s_world_t *wd = calloc(1, sizeof *wd);
-    uint64_t cap_prompts = target / (S_PROMPT - S_MAX_PREFIX) + S_FAMILIES + 16;
+    bench_world_t *wd = calloc(1, sizeof *wd);
+    uint64_t cap_prompts = target / (BENCH_PROMPT - BENCH_MAX_PREFIX) + S_FAMILIES + 16;
     s_prompt_t *prompts = malloc(cap_prompts * sizeof *prompts);
     uint64_t *lat = malloc(nlookups * sizeof *lat);
-    uint64_t *hashes = malloc(S_PROMPT * sizeof *hashes);
+    uint64_t *hashes = malloc(BENCH_PROMPT * sizeof *hashes);
     if (!wd || !prompts || !lat || !hashes) BENCH_DIE("out of memory");
-    s_world_init(wd, nworkers, &rng);
+    bench_world_init(wd, S_FAMILIES, nworkers, &rng);
     /* touch everything allocated so far: only the index may grow the RSS from here */
     memset(prompts, 0, cap_prompts * sizeof *prompts);
     memset(lat, 0, nlookups * sizeof *lat);
@@ -265,7 +207,7 @@ int main(int argc, char **argv)
               "in %.2f s (%.1f M adds/s); RSS +%.1f MB, index says %.1f MB",
               nworkers, np, ipl_index_blocks(ix), members,
               (double)members / (double)ipl_index_blocks(ix), (double)(t1 - t0) / 1e9,
-              (double)np * S_PROMPT * 1.25 / ((double)(t1 - t0) / 1e9) / 1e6,
+              (double)np * BENCH_PROMPT * 1.25 / ((double)(t1 - t0) / 1e9) / 1e6,
               (double)(rss1 - rss0) / 1e6, (double)ipl_index_memory_bytes(ix) / 1e6);
 
     char fig[128], note[256];
@@ -283,7 +225,7 @@ int main(int argc, char **argv)
              members, nworkers, BENCH_ROUNDS);
     s_lookups(ix, wd, prompts, np, 0, true, lat, nlookups / 10, &rng, &depth); /* warm-up */
     s_lookups(ix, wd, prompts, np, 0, true, lat, nlookups, &rng, &depth);
-    if (depth != (uint64_t)nlookups * S_PROMPT)
+    if (depth != (uint64_t)nlookups * BENCH_PROMPT)
         BENCH_DIE("a cached prompt was not fully matched (%" PRIu64 " blocks)", depth);
     s_report("lookup", suffix, lat, nlookups, note);
     s_lookups(ix, wd, prompts, np, 1ull << 40, false, lat, nlookups, &rng, &depth);

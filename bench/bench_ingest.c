@@ -38,6 +38,7 @@
 
 #include "aggregator/aggregator_state.h"
 #include "bench.h"
+#include "collector/collector_node.h"
 #include "collector/collector_stream.h"
 #include "ipl_clock.h"
 #include "ipl_error.h"
@@ -272,15 +273,7 @@ static void s_on_op(void *arg, const collector_op_t *op)
 {
     s_sink_t *k = arg;
     uint64_t t0 = k->timed ? bench_now_ns() : 0;
-    ipl_kv_event_t ev = {.seq = 0,
-                         .worker = (char *)k->worker,
-                         .epoch = op->epoch,
-                         .src_seq = op->src_seq,
-                         .op = (uint64_t)op->op,
-                         .parent = op->parent,
-                         .hashes = (uint64_t *)op->hashes,
-                         .hashes_len = op->nhashes,
-                         .block_size = op->block_size};
+    ipl_kv_event_t ev = collector_node_event(op, k->worker);
     msgpack_sbuffer_clear(&k->wire);
     ipl_msg_t msg;
     if (ipl_msg_encode(IPL_MSG_KV_EVENT, &ev, &k->wire) != 0 ||

@@ -265,18 +265,23 @@ static void s_send(collector_node_t *self, int type, const void *body)
     collector_upstream_send(self->upstream, type, body);
 }
 
+ipl_kv_event_t collector_node_event(const collector_op_t *op, const char *worker)
+{
+    return (ipl_kv_event_t){.seq = 0,
+                            .worker = (char *)worker,
+                            .epoch = op->epoch,
+                            .src_seq = op->src_seq,
+                            .op = (uint64_t)op->op,
+                            .parent = op->parent,
+                            .hashes = (uint64_t *)op->hashes,
+                            .hashes_len = op->nhashes,
+                            .block_size = op->block_size};
+}
+
 static void s_on_op(void *arg, const collector_op_t *op)
 {
     s_worker_t *w = arg;
-    ipl_kv_event_t ev = {.seq = 0,
-                         .worker = w->spec.name,
-                         .epoch = op->epoch,
-                         .src_seq = op->src_seq,
-                         .op = (uint64_t)op->op,
-                         .parent = op->parent,
-                         .hashes = (uint64_t *)op->hashes,
-                         .hashes_len = op->nhashes,
-                         .block_size = op->block_size};
+    ipl_kv_event_t ev = collector_node_event(op, w->spec.name);
     s_send(w->node, IPL_MSG_KV_EVENT, &ev);
 }
 

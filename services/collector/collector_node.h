@@ -32,8 +32,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "collector_stream.h"
 #include "ipl_httpd.h"
 #include "ipl_metrics.h"
+#include "ipl_proto.h"
 
 /* One worker to collect from. */
 typedef struct {
@@ -62,6 +64,10 @@ typedef struct {
 } collector_config_t;
 
 typedef struct collector_node collector_node_t;
+
+/* The KV_EVENT a stream operation of `worker` becomes on the wire to the aggregators (seq 0).
+ * Borrows op's hashes and the name: valid while both are. */
+ipl_kv_event_t collector_node_event(const collector_op_t *op, const char *worker);
 
 /* Connects to the aggregators, parses the static list (or starts following the policy).
  * `metrics` is borrowed and must outlive the node; whoever renders it must stop before the

@@ -1,0 +1,90 @@
+/*
+ * bench_world.h — the prompt population bench_index and bench_decision fill indexes with
+ * (header-only, as bench.h):
+ *
+ *   - `nfamilies` prompt families (system prompts, shared documents), family f with a shared
+ *     prefix of 32-256 blocks and 4 affine workers (where a cache-aware router sends it);
+ *   - prompts of BENCH_PROMPT (512) blocks: their family's prefix, then blocks of their own;
+ *     each is cached on one of its family's affine workers, and on a second one with
+ *     probability 1/4 (bench_world_holders), so prefixes sit on up to 4 workers, suffixes on
+ *     1-2;
+ *   - block hashes are distinct random 64-bit values (as our XXH3 chain hashes are), derived
+ *     from (family, position) and (prompt, position), so no big array holds them.
+ */
+#ifndef BENCH_WORLD_H
+#define BENCH_WORLD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bench.h"
+
+#define BENCH_WORLD_MAX_FAMILIES 4096u
+#define BENCH_PROMPT             512u /* blocks per prompt */
+#define BENCH_AFFINE             4u   /* affine workers per family */
+#define BENCH_MIN_PREFIX         32u
+#define BENCH_MAX_PREFIX         256u
+
+typedef struct {
+    uint32_t nfamilies;
+    uint32_t prefix[BENCH_WORLD_MAX_FAMILIES];
+    uint16_t affine[BENCH_WORLD_MAX_FAMILIES][BENCH_AFFINE];
+    uint64_t salt;
+} bench_world_t;
+
+/* Draws the families' prefix lengths and affine workers (distinct when there are enough). */
+static inline void bench_world_init(bench_world_t *wd, uint32_t nfamilies, int nworkers,
+                                    bench_rng_t *rng)
+{
+    if (nfamilies == 0 || nfamilies > BENCH_WORLD_MAX_FAMILIES || nworkers < 1)
+        BENCH_DIE("bench_world_init: 1..%u families, >= 1 worker", BENCH_WORLD_MAX_FAMILIES);
+    wd->nfamilies = nfamilies;
+    wd->salt = bench_rand(rng);
+    for (uint32_t f = 0; f < nfamilies; f++) {
+        wd->prefix[f] = (uint32_t)bench_range(rng, BENCH_MIN_PREFIX, BENCH_MAX_PREFIX);
+        for (uint32_t j = 0; j < BENCH_AFFINE; j++) {
+            uint16_t w;
+            bool dup;
+            do {
+                w = (uint16_t)(bench_rand(rng) % (uint64_t)nworkers);
+                dup = false;
+                for (uint32_t k = 0; k < j; k++)
+                    dup |= wd->affine[f][k] == w;
+            } while (dup && (uint32_t)nworkers > j);
+            wd->affine[f][j] = w;
+        }
+    }
+}
+
+/* A random family. */
+static inline uint32_t bench_world_family(const bench_world_t *wd, bench_rng_t *rng)
+{
+    return (uint32_t)(bench_rand(rng) % wd->nfamilies);
+}
+
+/* The BENCH_PROMPT block hashes of prompt p of family f (its prefix shared by the family);
+ * prompt ids never used before give prompts nobody holds. */
+static inline void bench_world_prompt(const bench_world_t *wd, uint32_t f, uint64_t p,
+                                      uint64_t *out)
+{
+    uint32_t lf = wd->prefix[f];
+    for (uint32_t i = 0; i < lf; i++)
+        out[i] = bench_mix(wd->salt ^ ((uint64_t)f << 20 | i));
+    for (uint32_t i = lf; i < BENCH_PROMPT; i++)
+        out[i] = bench_mix(wd->salt ^ (0x8000000000000000ull | p << 12 | i));
+}
+
+/* The holders of a new prompt of family f: one affine worker, and a second one 1 time in 4
+ * (*second = -1 when none). */
+static inline void bench_world_holders(const bench_world_t *wd, uint32_t f, bench_rng_t *rng,
+                                       int *primary, int *second)
+{
+    *primary = wd->affine[f][bench_rand(rng) % BENCH_AFFINE];
+    *second = -1;
+    if (bench_rand(rng) % 4 == 0) {
+        int w = wd->affine[f][bench_rand(rng) % BENCH_AFFINE];
+        if (w != *primary) *second = w;
+    }
+}
+
+#endif
