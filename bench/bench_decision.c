@@ -9,13 +9,14 @@
  * State: `--memberships` (block, worker) memberships fed through the real aggregator as
  * KV_EVENT STORED messages of 1-32 blocks (the size of vLLM's BlockStored events): the prompt
  * population of bench_world.h with 256 families (512-block prompts, shared prefixes of 32-256
- * blocks, each prompt cached on one or two of its family's 4 affine workers). A LOAD per worker every 100 ms (the
- * collector's scrape period) keeps every worker up and exact, with queues of 0-8 running and
- * 0-2 waiting. A local ipl_index mirrors what was sent, so the benchmark waits until the
- * decider's /debug/state shows exactly that many memberships before it measures.
+ * blocks, each prompt cached on one or two of its family's 4 affine workers). A LOAD per worker
+ * every 100 ms (the collector's scrape period) keeps every worker up and exact, with queues of 0-8
+ * running and 0-2 waiting. A local ipl_index mirrors what was sent, so the benchmark waits until
+ * the decider's /debug/state shows exactly that many memberships before it measures.
  *
  * Requests: 512-block prompts (8,192 tokens) drawn from the cached population, pre-encoded,
- * strategy of the pool (ttft), 64 candidates in every reply.
+ * strategy of the pool (ttft), brief as the gateway asks them (the reply names the winner,
+ * without the 64 candidates' figures).
  *   decision_p50_us, decision_p99_us   one request in flight (closed loop), client-side round
  *                                      trip; p99 = median of 5 rounds' p99 (see bench_index)
  *   decisions_per_s                    `--window` requests in flight for `--seconds`
@@ -92,29 +93,34 @@ typedef struct {
     uint64_t messages;
 } s_feeder_t;
 
-/* Sends a prompt's blocks for `worker` as KV_EVENTs of 1-32 blocks, each with its parent hint
- * as a collector sends it, and mirrors them. */
-static void s_feed_prompt(s_feeder_t *fd, const s_loads_t *l, int worker, const uint64_t *hashes,
-                          bench_rng_t *rng, uint64_t src_seq)
+typedef struct {
+    s_feeder_t *fd;
+    const s_loads_t *loads;
+} s_feed_t;
+
+/* A piece of a prompt as the KV_EVENT a collector sends (with its parent hint), mirrored. */
+static void s_feed_piece(void *arg, int worker, uint64_t prompt, const uint64_t *hashes, uint32_t i,
+                         uint32_t n)
 {
-    for (uint32_t i = 0; i < BENCH_PROMPT;) {
-        uint32_t n = (uint32_t)bench_range(rng, 1, 32);
-        if (n > BENCH_PROMPT - i) n = BENCH_PROMPT - i;
-        ipl_kv_event_t ev = {.worker = (char *)l->names[worker],
-                             .epoch = 1,
-                             .src_seq = src_seq,
-                             .op = IPL_KV_OP_STORED,
-                             .parent = i ? hashes[i - 1] : 0, /* as the collector sends */
-                             .hashes = (uint64_t *)hashes + i,
-                             .hashes_len = n,
-                             .block_size = S_BLOCK};
-        bench_encode(IPL_MSG_KV_EVENT, &ev, &fd->buf);
-        if (zmq_send(fd->push, fd->buf.data, fd->buf.size, 0) < 0)
-            BENCH_DIE("send KV_EVENT: %s", zmq_strerror(zmq_errno()));
-        if (ipl_index_add(fd->mirror, worker, hashes + i, n) != 0) BENCH_DIE("mirror");
-        fd->messages++;
-        i += n;
-    }
+    s_feed_t *f = arg;
+    ipl_kv_event_t ev = {.worker = (char *)f->loads->names[worker],
+                         .epoch = 1,
+                         .src_seq = prompt,
+                         .op = IPL_KV_OP_STORED,
+                         .parent = i ? hashes[i - 1] : 0, /* as the collector sends */
+                         .hashes = (uint64_t *)hashes + i,
+                         .hashes_len = n,
+                         .block_size = S_BLOCK};
+    bench_encode(IPL_MSG_KV_EVENT, &ev, &f->fd->buf);
+    if (zmq_send(f->fd->push, f->fd->buf.data, f->fd->buf.size, 0) < 0)
+        BENCH_DIE("send KV_EVENT: %s", zmq_strerror(zmq_errno()));
+    if (ipl_index_add(f->fd->mirror, worker, hashes + i, n) != 0) BENCH_DIE("mirror");
+    f->fd->messages++;
+}
+
+static uint64_t s_mirrored(void *arg)
+{
+    return ipl_index_memberships(((s_feed_t *)arg)->fd->mirror);
 }
 
 typedef struct {
@@ -275,18 +281,9 @@ int main(int argc, char **argv)
     uint64_t cap = target / (BENCH_PROMPT - BENCH_MAX_PREFIX) + S_FAMILIES + 16;
     uint32_t *family = malloc(cap * sizeof *family);
     uint64_t hashes[BENCH_PROMPT];
-    uint64_t np = 0;
     uint64_t t0 = bench_now_ns();
-    while (ipl_index_memberships(fd.mirror) < target && np < cap) {
-        uint32_t f = bench_world_family(&wd, &rng);
-        family[np] = f;
-        bench_world_prompt(&wd, f, np, hashes);
-        int primary, second;
-        bench_world_holders(&wd, f, &rng, &primary, &second);
-        s_feed_prompt(&fd, &loads, primary, hashes, &rng, np);
-        if (second >= 0) s_feed_prompt(&fd, &loads, second, hashes, &rng, np);
-        np++;
-    }
+    s_feed_t feed = {&fd, &loads};
+    uint64_t np = bench_world_fill(&wd, &rng, target, cap, family, s_feed_piece, s_mirrored, &feed);
     s_want_t want = {(double)ipl_index_memberships(fd.mirror), nworkers};
     char url[512];
     snprintf(url, sizeof url, "%s/debug/state", admin);
@@ -302,15 +299,7 @@ int main(int argc, char **argv)
     static msgpack_sbuffer reqs[S_NREQ];
     for (size_t k = 0; k < S_NREQ; k++) {
         uint64_t p = bench_rand(&rng) % np;
-        bench_world_prompt(&wd, family[p], p, hashes);
-        ipl_route_req_t rq = {.req_id = k,
-                              .model = (char *)model,
-                              .tenant = "",
-                              .prompt_tokens = BENCH_PROMPT * S_BLOCK,
-                              .block_size = S_BLOCK,
-                              .hashes = hashes,
-                              .hashes_len = BENCH_PROMPT,
-                              .strategy = ""};
+        ipl_route_req_t rq = bench_world_request(&wd, family[p], p, k, model, S_BLOCK, hashes);
         msgpack_sbuffer_init(&reqs[k]);
         bench_encode(IPL_MSG_ROUTE_REQ, &rq, &reqs[k]);
     }

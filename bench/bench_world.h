@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "bench.h"
+#include "ipl_proto.h"
 
 #define BENCH_WORLD_MAX_FAMILIES 4096u
 #define BENCH_PROMPT             512u /* blocks per prompt */
@@ -85,6 +86,57 @@ static inline void bench_world_holders(const bench_world_t *wd, uint32_t f, benc
         int w = wd->affine[f][bench_rand(rng) % BENCH_AFFINE];
         if (w != *primary) *second = w;
     }
+}
+
+/* The ROUTE_REQ a gateway sends for prompt p of family f (req_id k, `block` tokens per block,
+ * brief as the gateway asks), its BENCH_PROMPT block hashes written to `hashes`. */
+static inline ipl_route_req_t bench_world_request(const bench_world_t *wd, uint32_t f, uint64_t p,
+                                                  uint64_t k, const char *model, uint64_t block,
+                                                  uint64_t *hashes)
+{
+    bench_world_prompt(wd, f, p, hashes);
+    return (ipl_route_req_t){.req_id = k,
+                             .model = (char *)model,
+                             .tenant = "",
+                             .prompt_tokens = BENCH_PROMPT * block,
+                             .block_size = block,
+                             .hashes = hashes,
+                             .hashes_len = BENCH_PROMPT,
+                             .strategy = "",
+                             .brief = 1};
+}
+
+/* One piece of a prompt a worker stores (a BlockStored event): blocks i .. i + n of prompt
+ * `prompt`, whose hashes are `hashes` (all BENCH_PROMPT of them). */
+typedef void bench_world_piece_fn(void *arg, int worker, uint64_t prompt, const uint64_t *hashes,
+                                  uint32_t i, uint32_t n);
+
+/* Fills the population: prompts of random families, each stored by its holders
+ * (bench_world_holders) in pieces of 1-32 blocks (the size of vLLM's BlockStored events)
+ * handed to `piece`, until `count(arg)` (the memberships so far) reaches `target` or `cap`
+ * prompts exist. family[p] gets prompt p's family (`cap` entries). Returns the prompts. */
+static inline uint64_t bench_world_fill(const bench_world_t *wd, bench_rng_t *rng, uint64_t target,
+                                        uint64_t cap, uint32_t *family, bench_world_piece_fn *piece,
+                                        uint64_t (*count)(void *), void *arg)
+{
+    uint64_t hashes[BENCH_PROMPT];
+    uint64_t np = 0;
+    while (count(arg) < target && np < cap) {
+        uint32_t f = bench_world_family(wd, rng);
+        family[np] = f;
+        bench_world_prompt(wd, f, np, hashes);
+        int holder[2];
+        bench_world_holders(wd, f, rng, &holder[0], &holder[1]);
+        for (int h = 0; h < 2 && holder[h] >= 0; h++)
+            for (uint32_t i = 0; i < BENCH_PROMPT;) {
+                uint32_t n = (uint32_t)bench_range(rng, 1, 32);
+                if (n > BENCH_PROMPT - i) n = BENCH_PROMPT - i;
+                piece(arg, holder[h], np, hashes, i, n);
+                i += n;
+            }
+        np++;
+    }
+    return np;
 }
 
 #endif

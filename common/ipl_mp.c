@@ -11,9 +11,11 @@
  * else, including every error, falls through to s_head().
  */
 #include "ipl_mp.h"
-#include "ipl_error.h"
 
+#include <endian.h>
 #include <string.h>
+
+#include "ipl_error.h"
 
 /* The decoded header of the next value. */
 typedef struct {
@@ -352,7 +354,17 @@ int ipl_mp_read_uint(ipl_mp_reader_t *r, uint64_t *out)
 
 int ipl_mp_read_uints(ipl_mp_reader_t *r, uint64_t *out, uint32_t n)
 {
-    for (uint32_t k = 0; k < n; k++) {
+    // uint 64s (0xcf + 8 bytes big-endian), how block hashes nearly always come: a tight loop
+    // on locals (`out` might alias the reader as far as the compiler knows).
+    const uint8_t *p = r->pos, *end = r->end;
+    uint32_t k = 0;
+    for (; k < n && end - p > 8 && p[0] == 0xcf; k++, p += 9) {
+        uint64_t be;
+        memcpy(&be, p + 1, sizeof be);
+        out[k] = be64toh(be);
+    }
+    r->pos = p;
+    for (; k < n; k++) { // anything else from the first other element on
         if (s_fast_uint(r, &out[k])) continue;
         int rc = ipl_mp_read_uint(r, &out[k]);
         if (rc != 0) return rc;

@@ -171,9 +171,14 @@ def load(worker, running=0, waiting=0, kv_usage=0.0, health=UP, kv_state=EXACT, 
                     health, kv_state])
 
 
-def route_req(req_id, model, hashes, prompt_tokens=0, strategy=""):
-    return mp_pack([VERSION, ROUTE_REQ, req_id, model, "", prompt_tokens, BLOCK, list(hashes),
-                    strategy])
+def route_req(req_id, model, hashes, prompt_tokens=0, strategy="", explain=None, brief=None):
+    """A ROUTE_REQ; explain / brief (optional trailing fields) only when given."""
+    fields = [VERSION, ROUTE_REQ, req_id, model, "", prompt_tokens, BLOCK, list(hashes), strategy]
+    if explain is not None or brief is not None:
+        fields.append(explain or 0)
+    if brief is not None:
+        fields.append(brief)
+    return mp_pack(fields)
 
 
 ROUTE_REP_FIELDS = ["req_id", "status", "reason", "detail", "worker", "url", "pool", "model",
@@ -435,10 +440,22 @@ class TestDecider(unittest.TestCase):
         self.assertEqual(rep["status"], 0, rep)
         self.assertIn(rep["worker"], s.workers)
         self.assertEqual(len(rep["candidates"]), 3)
+        # brief (what gateways ask): the winner without the candidates, unless explained
+        dealer.send([route_req(45, MODEL, chain(4), prompt_tokens=70, brief=1)])
+        rep = decode_route_rep(dealer.recv()[0])
+        self.assertEqual((rep["req_id"], rep["status"], rep["candidates"]), (45, 0, []))
+        self.assertIn(rep["worker"], s.workers)
+        dealer.send([route_req(46, MODEL, chain(4), prompt_tokens=70, explain=1, brief=1)])
+        rep = decode_route_rep(dealer.recv()[0])
+        self.assertEqual((rep["req_id"], len(rep["candidates"])), (46, 3))
+        self.assertTrue(all(c["note"] for c in rep["candidates"]), rep)
         dealer.send([route_req(43, "nope", [])])
         rep = decode_route_rep(dealer.recv()[0])
         self.assertEqual((rep["req_id"], rep["status"], rep["reason"]), (43, 1, "no_pool"))
-        # Garbage on every socket the decider listens on: dropped, counted, still serving.
+        _, _, metrics = http("GET", s.decider.admin_url + "/metrics")
+        self.assertIn(b'inferplane_decider_decisions_total{reason="no_pool"} 1', metrics)
+        # Garbage (a mangled frame may still be a valid ROUTE_REQ: one cut before its optional
+        # trailing fields is, and is answered) on every socket the decider listens on: dropped, counted, still serving.
         self.assertEqual(zmq_poke(s.ep["decider"], "dealer", count=300), 0)
         self.assertEqual(zmq_poke(s.ep["decider"], "raw", count=50), 0)
         dealer.send([b"\x93\x01\x07"])  # truncated ROUTE_REQ
@@ -447,7 +464,6 @@ class TestDecider(unittest.TestCase):
         self.assertEqual(decode_route_rep(dealer.recv()[0])["req_id"], 44)
         status, _, metrics = http("GET", s.decider.admin_url + "/metrics")
         self.assertIn(b'inferplane_frames_dropped_total{socket="listen"', metrics)
-        self.assertIn(b'inferplane_decider_decisions_total{reason="no_pool"} 1', metrics)
         self.assertIn(b"inferplane_decider_decision_seconds_bucket", metrics)
         self.assertTrue(s.decider.alive())
         # inferplanectl route talks to the same socket.

@@ -189,7 +189,11 @@ enum {
     F(X, opt_u64, explain,                                                                         \
       "1: explain the decision (every candidate's note, the detail), as inferplanectl asks; 0 "    \
       "(gateways, and senders that predate it): decide tersely, notes and detail empty, every "    \
-      "candidate's figures as ever")
+      "candidate's figures as ever")                                                               \
+    F(X, opt_u64, brief,                                                                           \
+      "1: the reply's candidates list is empty unless explain is 1 (gateways read only the "       \
+      "winner; 64 candidates' figures are 3.4 KB and a fifth of a decision's work); 0 (and "       \
+      "senders that predate it): every candidate's figures")
 
 #define IPL_PROTO_FIELDS_route_rep(F, A, X)                                                        \
     F(X, u64, req_id, "from the request")                                                          \
@@ -203,7 +207,7 @@ enum {
     F(X, f64, predicted_ttft_s, "winner's predicted TTFT, seconds")                                \
     F(X, u64, cached_tokens, "winner's cached prompt tokens")                                      \
     F(X, u64, state_seq, "state sequence the decision saw")                                        \
-    A(X, candidate, candidates, "every candidate considered")                                      \
+    A(X, candidate, candidates, "every candidate considered (none for a brief request)")           \
     F(X, opt_u64, observe,                                                                         \
       "1: the decider remembers this decision and wants an OBSERVED for req_id on this "           \
       "connection; 0 (and deciders that predate OBSERVED): send none")

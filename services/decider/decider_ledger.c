@@ -18,11 +18,17 @@
 #include "ipl_error.h"
 #include "ipl_index.h"
 
+// A worker's routings in time order, the oldest overwritten. In-flight queries run once per
+// candidate and decision, so they take a binary search for the first routing after the load
+// sample and one subtraction of running totals, instead of a walk over every routing since
+// (at 30,000 decisions/s that walk was an eighth of a decider's CPU).
 typedef struct {
     uint64_t at[DECIDER_LEDGER_RING];     // wall ms of routings, in time order; oldest overwritten
+    uint64_t cum[DECIDER_LEDGER_RING];    // running total of tokens through this routing
     uint32_t tokens[DECIDER_LEDGER_RING]; // their uncached tokens (saturated)
     uint32_t next;                        // slot of the next routing
     uint32_t count;                       // valid slots (<= RING)
+    uint64_t base;                        // running total before the oldest valid routing
 } s_ring_t;
 
 // One queued peer routing, in one allocation: the hashes, then the worker name.
@@ -242,11 +248,16 @@ size_t decider_ledger_match(decider_ledger_t *self, const uint64_t *hashes, size
     return best;
 }
 
+#define S_SLOT(r, i) (((r)->next + DECIDER_LEDGER_RING - (r)->count + (i)) % DECIDER_LEDGER_RING)
+
 // Records a routing in `worker`'s ring, keeping the ring in time order (a peer's routing may
 // arrive after later local ones). One older than everything a full ring keeps is dropped.
 static void s_ring_add(s_ring_t *r, uint64_t wall_ms, uint64_t tokens)
 {
-    if (r->count == DECIDER_LEDGER_RING && wall_ms < r->at[r->next]) return;
+    if (r->count == DECIDER_LEDGER_RING) {
+        if (wall_ms < r->at[r->next]) return;
+        r->base += r->tokens[r->next]; // the oldest routing leaves
+    }
     uint32_t pos = r->next;
     r->next = (r->next + 1) % DECIDER_LEDGER_RING;
     if (r->count < DECIDER_LEDGER_RING) r->count++;
@@ -259,6 +270,13 @@ static void s_ring_add(s_ring_t *r, uint64_t wall_ms, uint64_t tokens)
     }
     r->at[pos] = wall_ms;
     r->tokens[pos] = tokens > UINT32_MAX ? UINT32_MAX : (uint32_t)tokens;
+    // Running totals from the new routing on (the ones it moved past included).
+    uint32_t oldest = S_SLOT(r, 0);
+    for (uint32_t i = (pos + DECIDER_LEDGER_RING - oldest) % DECIDER_LEDGER_RING; i < r->count;
+         i++) {
+        uint32_t s = S_SLOT(r, i);
+        r->cum[s] = (i ? r->cum[S_SLOT(r, i - 1)] : r->base) + r->tokens[s];
+    }
 }
 
 // The leading blocks of `hashes` that `worker` is assumed to hold at mono_ms: the memo of the
@@ -320,7 +338,7 @@ void decider_ledger_routed(decider_ledger_t *self, int worker, const uint64_t *h
     decider_ledger_record(self, worker, hashes, n, 0, wall_ms, mono_ms);
 }
 
-// Newest first over the routings after max(since, horizon); *tokens (if set) gets their sum.
+// The routings after max(since, horizon): their count, and *tokens (if set) their sum.
 static uint32_t s_inflight(const decider_ledger_t *self, int worker, uint64_t since_wall_ms,
                            uint64_t wall_ms, uint64_t *tokens)
 {
@@ -331,15 +349,18 @@ static uint32_t s_inflight(const decider_ledger_t *self, int worker, uint64_t si
                            ? wall_ms - DECIDER_LEDGER_INFLIGHT_HORIZON_MS
                            : 0;
     uint64_t after = since_wall_ms > horizon ? since_wall_ms : horizon;
-    uint32_t n = 0;
-    // The ring is in time order, so stop at the first old one.
-    for (uint32_t i = 0; i < r->count; i++) {
-        uint32_t slot = (r->next + DECIDER_LEDGER_RING - 1 - i) % DECIDER_LEDGER_RING;
-        if (r->at[slot] <= after) break;
-        if (tokens) *tokens += r->tokens[slot];
-        n++;
+    // The ring is in time order: the first routing after `after`, by bisection.
+    uint32_t lo = 0, hi = r->count;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (r->at[S_SLOT(r, mid)] <= after)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    return n;
+    if (tokens && lo < r->count)
+        *tokens = r->cum[S_SLOT(r, r->count - 1)] - (lo ? r->cum[S_SLOT(r, lo - 1)] : r->base);
+    return r->count - lo;
 }
 
 uint32_t decider_ledger_inflight(const decider_ledger_t *self, int worker, uint64_t since_wall_ms,
@@ -354,6 +375,12 @@ uint64_t decider_ledger_inflight_tokens(const decider_ledger_t *self, int worker
     uint64_t tokens;
     s_inflight(self, worker, since_wall_ms, wall_ms, &tokens);
     return tokens;
+}
+
+uint32_t decider_ledger_inflight_sum(const decider_ledger_t *self, int worker,
+                                     uint64_t since_wall_ms, uint64_t wall_ms, uint64_t *tokens)
+{
+    return s_inflight(self, worker, since_wall_ms, wall_ms, tokens);
 }
 
 size_t decider_ledger_memberships(const decider_ledger_t *self)

@@ -92,6 +92,11 @@ void decider_ledger_record_matched(decider_ledger_t *self, int worker, const uin
 uint64_t decider_ledger_inflight_tokens(const decider_ledger_t *self, int worker,
                                         uint64_t since_wall_ms, uint64_t wall_ms);
 
+/* Both in one pass over the ring: returns decider_ledger_inflight, *tokens gets
+ * decider_ledger_inflight_tokens. */
+uint32_t decider_ledger_inflight_sum(const decider_ledger_t *self, int worker,
+                                     uint64_t since_wall_ms, uint64_t wall_ms, uint64_t *tokens);
+
 /* ---- peers ------------------------------------------------------------------------------- */
 
 #define DECIDER_LEDGER_INBOX_MAX        65536      /* peer routings queued per ledger */

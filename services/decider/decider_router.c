@@ -357,10 +357,10 @@ static uint32_t s_candidates(decider_router_t *self, s_ctx_t *ctx, const ipl_pol
         c->c.waiting = w->waiting;
         c->c.kv_usage = w->kv_usage;
         c->num_blocks = w->num_blocks;
-        uint32_t inflight = decider_ledger_inflight(self->ledger, c->ledger_id, w->ts_ms, wall_ms);
-        c->c.inflight = inflight;
-        c->inflight_tokens =
-            (double)decider_ledger_inflight_tokens(self->ledger, c->ledger_id, w->ts_ms, wall_ms);
+        uint64_t inflight_tokens;
+        c->c.inflight = decider_ledger_inflight_sum(self->ledger, c->ledger_id, w->ts_ms, wall_ms,
+                                                    &inflight_tokens);
+        c->inflight_tokens = (double)inflight_tokens;
         c->queue = c->c.waiting + c->c.inflight;
         if (w->health == IPL_HEALTH_DOWN) {
             decider_candidate_note(c, "down");
@@ -380,6 +380,7 @@ static uint32_t s_candidates(decider_router_t *self, s_ctx_t *ctx, const ipl_pol
             uint64_t blocks = 0;
             if (c->state_id >= 0 && (size_t)c->state_id < nworkers)
                 blocks = self->index_prefix[c->state_id];
+            c->state_blocks = (uint32_t)blocks;
             if (c->ledger_id >= 0 && self->ledger_prefix[c->ledger_id] > blocks)
                 blocks = self->ledger_prefix[c->ledger_id];
             uint64_t tokens = blocks * bs;
@@ -444,6 +445,10 @@ static void s_commit(decider_router_t *self, s_ctx_t *ctx, uint64_t wall_ms, uin
     bool sizes_match = !req->block_size || req->block_size == ctx->pick.block_size;
     uint64_t uncached = ctx->pick.prompt_tokens - win->c.cached_tokens;
     size_t n = sizes_match ? req->nhashes : 0;
+    // The ledger assumes blocks the state cannot show yet; when the winner's KV events show
+    // the whole prompt, there is nothing to assume (and nothing to add to the ledger's
+    // indexes, the costly part of recording): only the routing is recorded.
+    if (win->cache_used && win->state_blocks >= n) n = 0;
     if (ctx->ledger_matched) // the candidates' match, unless a peer routing changed it since
         decider_ledger_record_matched(self->ledger, win->ledger_id, req->hashes, n, uncached,
                                       wall_ms, mono_ms);

@@ -133,6 +133,7 @@ typedef struct {
     bool cache_used; /* cache term trusted */
     bool healthy;    /* could be chosen before strategy-specific gates */
     int state_id, ledger_id;
+    uint32_t state_blocks;  /* leading blocks its KV events show it holds (cache_used) */
     const char *set;        /* worker set (predictor key), borrowed from the policy */
     decider_features_t x;   /* the predictor's input */
     decider_terms_t terms;  /* the prediction, by part (terms.total_s = c.predicted_ttft_s) */

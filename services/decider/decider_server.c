@@ -24,6 +24,7 @@
 #include "decider_ledger.h"
 #include "decider_peers.h"
 #include "decider_sync.h"
+#include "decider_wire.h"
 #include "ipl_clock.h"
 #include "ipl_error.h"
 #include "ipl_hash.h"
@@ -62,9 +63,8 @@ struct decider_server {
     decider_peers_t *peers;
     ipl_tokenizer_t *tok;
     decider_decision_t decision; // the loop thread's, reused
-    ipl_candidate_t *wire;       // ROUTE_REP candidates, reused
-    uint32_t wire_cap;
-    msgpack_sbuffer reply; // the ROUTE_REP frame, reused (loop thread; zeroed = empty)
+    decider_wire_t wire;         // ROUTE_REP candidates, reused
+    msgpack_sbuffer reply;       // the ROUTE_REP frame, reused (loop thread; zeroed = empty)
     // quiet[k]: socket k was left by a receive that found nothing (EAGAIN) and not used since,
     // so its ZMQ_FD becomes readable when anything arrives: the loop polls that fd instead of
     // having zmq_poll ask the socket for ZMQ_EVENTS before and after every wait (a poll() and
@@ -265,36 +265,11 @@ static int s_decide(decider_server_t *self, ipl_policy_snap_t *snap, const decid
 }
 
 static void s_reply(decider_server_t *self, void *raw, zmq_msg_t *identity, uint64_t req_id,
-                    const decider_decision_t *d, bool observe)
+                    const decider_decision_t *d, bool observe, bool brief)
 {
-    if (d->ncands > self->wire_cap) {
-        ipl_candidate_t *w = realloc(self->wire, d->ncands * sizeof *w);
-        if (!w) return;
-        self->wire = w;
-        self->wire_cap = d->ncands;
-    }
-    for (uint32_t i = 0; i < d->ncands; i++)
-        self->wire[i] = d->cands[i].c;
-    const ipl_worker_t *w = d->status == IPL_ROUTE_OK ? d->worker : NULL;
-    ipl_route_rep_t rep = {
-        .req_id = req_id,
-        .status = (uint64_t)d->status,
-        .reason = (char *)(d->reason ? d->reason : ""),
-        .detail = (char *)d->detail,
-        .worker = w ? w->name : "",
-        .url = w ? w->url : "",
-        .pool = d->pool ? d->pool->name : "",
-        .model = w ? w->model : "",
-        .predicted_ttft_s = w ? d->predicted_ttft_s : 0,
-        .cached_tokens = w ? d->cached_tokens : 0,
-        .state_seq = d->state_seq,
-        .candidates = self->wire,
-        .candidates_len = d->ncands,
-        .observe = observe,
-    };
-    // Encoded before the identity frame goes out, so that a failure leaves no half message.
     msgpack_sbuffer_clear(&self->reply);
-    int rc = ipl_msg_encode(IPL_MSG_ROUTE_REP, &rep, &self->reply);
+    int rc = decider_wire_reply(&self->wire, req_id, d, observe, brief, &self->reply);
+    // Encoded before the identity frame goes out, so that a failure leaves no half message.
     if (rc == IPL_OK) {
         if (zmq_send(raw, zmq_msg_data(identity), zmq_msg_size(identity),
                      ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
@@ -321,22 +296,13 @@ static uint64_t s_conn(zmq_msg_t *identity)
 static void s_route_req(decider_server_t *self, void *raw, zmq_msg_t *identity,
                         const ipl_route_req_t *rq)
 {
-    decider_request_t req = {
-        .model = rq->model ? rq->model : "",
-        .tenant = rq->tenant,
-        .strategy = rq->strategy,
-        .prompt_tokens = rq->prompt_tokens,
-        .block_size = rq->block_size,
-        .hashes = rq->hashes,
-        .nhashes = rq->hashes_len,
-        .terse = !rq->explain, // gateways never read the notes (HTTP /v1/route explains)
-    };
+    decider_request_t req = decider_wire_request(rq);
     ipl_policy_snap_t *snap = ipl_policy_view_get(self->policy);
     decider_decision_t *d = &self->decision;
     bool observe = s_decide(self, snap, &req, d) == IPL_ROUTE_OK &&
                    decider_router_remember(self->router, s_conn(identity), rq->req_id, d,
                                            ipl_mono_ms()) == IPL_OK;
-    s_reply(self, raw, identity, rq->req_id, d, observe);
+    s_reply(self, raw, identity, rq->req_id, d, observe, rq->brief && !rq->explain);
     ipl_policy_view_release(self->policy, &snap);
 }
 
@@ -759,7 +725,7 @@ void decider_server_destroy(decider_server_t **self_p)
         free(self->peer_eps[i]);
     pthread_mutex_destroy(&self->collect_lock);
     free(self->m_decisions);
-    free(self->wire);
+    decider_wire_clear(&self->wire);
     msgpack_sbuffer_destroy(&self->reply);
     free(self);
     *self_p = NULL;

@@ -613,14 +613,13 @@ static void s_pick_ttft(decider_pick_t *ctx)
         if (!explain) continue;
         s_note_prediction(c);
         if (!c->c.eligible)
-            decider_candidate_note(c,
-                                   "load gate: queue %llu%s > least loaded %llu + %llu, and load "
-                                   "%llu > %.1f x the least %llu",
-                                   (unsigned long long)gated,
-                                   gated < c->queue ? " beyond this decider's backlog" : "",
-                                   (unsigned long long)least, (unsigned long long)gate,
-                                   (unsigned long long)s_ttft_load(c), S_TTFT_GATE_REL,
-                                   (unsigned long long)lo_load);
+            decider_candidate_note(
+                c,
+                "load gate: queue %llu%s > least loaded %llu + %llu, and load "
+                "%llu > %.1f x the least %llu",
+                (unsigned long long)gated, gated < c->queue ? " beyond this decider's backlog" : "",
+                (unsigned long long)least, (unsigned long long)gate,
+                (unsigned long long)s_ttft_load(c), S_TTFT_GATE_REL, (unsigned long long)lo_load);
     }
     int best = s_best_ttft(ctx);
     int w = best;
@@ -979,14 +978,16 @@ typedef struct {
     uint64_t t_ms;
 } s_backlog_t;
 
+// A worker's pending prefixes, by field (decider_memory_pending_match reads `until_ms`,
+// `start` and `first` of every entry, and the hashes of those that share the prompt).
 typedef struct {
-    uint64_t until_ms;
-    uint32_t start, n, cap; // hashes[0 .. n) are the prompt's blocks start .. start + n
-    uint64_t *hashes;
-} s_pending_t;
-
-typedef struct {
-    s_pending_t e[DECIDER_MEMORY_PENDING];
+    uint64_t until_ms[DECIDER_MEMORY_PENDING]; // 0: free
+    uint64_t first[DECIDER_MEMORY_PENDING];    // hashes[0] of the entry
+    uint32_t start[DECIDER_MEMORY_PENDING];    // the prompt's block hashes[0] is
+    uint32_t n[DECIDER_MEMORY_PENDING];        // hashes[0 .. n) are blocks start .. start + n
+    uint32_t cap[DECIDER_MEMORY_PENDING];
+    uint64_t *hashes[DECIDER_MEMORY_PENDING];
+    uint64_t live_until; // the latest until_ms: past it, no entry counts
     uint32_t next;
 } s_pending_ring_t;
 
@@ -1018,7 +1019,7 @@ void decider_memory_destroy(decider_memory_t **self_p)
     for (size_t w = 0; w < IPL_INDEX_MAX_WORKERS; w++) {
         s_pending_ring_t *r = (*self_p)->pending[w];
         for (size_t i = 0; r && i < DECIDER_MEMORY_PENDING; i++)
-            free(r->e[i].hashes);
+            free(r->hashes[i]);
         free(r);
     }
     for (size_t i = 0; i < (*self_p)->npools; i++)
@@ -1123,17 +1124,19 @@ void decider_memory_pending_add(decider_memory_t *self, int worker, const uint64
     n = n - start < S_PENDING_MAX_BLOCKS ? n : start + S_PENDING_MAX_BLOCKS;
     s_pending_ring_t *r = self->pending[worker];
     if (!r && !(r = self->pending[worker] = calloc(1, sizeof *r))) return;
-    s_pending_t *e = &r->e[r->next];
-    if (e->cap < n - start) {
-        uint64_t *h = realloc(e->hashes, (n - start) * sizeof *h);
+    uint32_t i = r->next;
+    if (r->cap[i] < n - start) {
+        uint64_t *h = realloc(r->hashes[i], (n - start) * sizeof *h);
         if (!h) return; // not remembered: the next routing of the prefix may scatter
-        e->hashes = h;
-        e->cap = (uint32_t)(n - start);
+        r->hashes[i] = h;
+        r->cap[i] = (uint32_t)(n - start);
     }
-    memcpy(e->hashes, hashes + start, (n - start) * sizeof *hashes);
-    e->start = (uint32_t)start;
-    e->n = (uint32_t)(n - start);
-    e->until_ms = until_ms;
+    memcpy(r->hashes[i], hashes + start, (n - start) * sizeof *hashes);
+    r->first[i] = hashes[start];
+    r->start[i] = (uint32_t)start;
+    r->n[i] = (uint32_t)(n - start);
+    r->until_ms[i] = until_ms;
+    if (until_ms > r->live_until) r->live_until = until_ms;
     r->next = (r->next + 1) % DECIDER_MEMORY_PENDING;
 }
 
@@ -1142,17 +1145,19 @@ size_t decider_memory_pending_match(decider_memory_t *self, int worker, const ui
 {
     if (worker < 0 || worker >= IPL_INDEX_MAX_WORKERS || !self->pending[worker]) return held;
     const s_pending_ring_t *r = self->pending[worker];
+    if (r->live_until <= mono_ms) return held;
     size_t best = held;
     for (size_t i = 0; i < DECIDER_MEMORY_PENDING; i++) {
-        const s_pending_t *e = &r->e[i];
+        size_t start = r->start[i];
         // Chained hashes: equal blocks at `start` mean equal prompts up to there.
-        if (e->until_ms <= mono_ms || !e->n || e->start > held || e->start >= n ||
-            e->start + e->n <= best || hashes[e->start] != e->hashes[0]) // or cannot beat best
+        if (r->until_ms[i] <= mono_ms || start > held || start >= n ||
+            hashes[start] != r->first[i] || start + r->n[i] <= best) // or cannot beat best
             continue;
+        const uint64_t *e = r->hashes[i];
         size_t k = 1;
-        while (k < e->n && e->start + k < n && hashes[e->start + k] == e->hashes[k])
+        while (k < r->n[i] && start + k < n && hashes[start + k] == e[k])
             k++;
-        if (e->start + k > best) best = e->start + k;
+        if (start + k > best) best = start + k;
     }
     return best;
 }

@@ -410,6 +410,7 @@ static int s_route_req(gateway_server_t *srv, s_call_t *call, const gateway_api_
     rr->hashes = hashes;
     rr->hashes_len = (uint32_t)n;
     rr->strategy = "";
+    rr->brief = 1; // only the winner is read: no candidates' figures in the reply
     return 0;
 }
 

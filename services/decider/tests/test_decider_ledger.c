@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -171,6 +172,53 @@ static void test_inflight_tokens_and_order(void **state)
     decider_ledger_destroy(&l);
 }
 
+// In-flight counts and tokens against a model (a sorted list of at most RING routings: one
+// older than all of a full list is dropped, else the oldest leaves), over random routings that
+// arrive partly out of order (peers), wrapping the ring many times.
+static void test_inflight_matches_a_model(void **state)
+{
+    (void)state;
+    enum { N = 5000, CAP = DECIDER_LEDGER_RING };
+    static uint64_t at[CAP + 1], tok[CAP + 1];
+    size_t n = 0;
+    decider_ledger_t *l = decider_ledger_new(0);
+    int w = decider_ledger_worker(l, "w");
+    uint64_t x = 12345, now = 100000;
+    for (int k = 0; k < N; k++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        now += x % 3;
+        uint64_t t = x % 5 == 0 ? now - (x >> 8) % 400 : now; // a fifth late by up to 400 ms
+        uint64_t tokens = (x >> 20) % 10000;
+        decider_ledger_record(l, w, NULL, 0, tokens, t, 1);
+        if (!(n == CAP && t < at[0])) {
+            size_t pos = n;
+            while (pos > 0 && at[pos - 1] > t)
+                pos--;
+            memmove(&at[pos + 1], &at[pos], (n - pos) * sizeof *at);
+            memmove(&tok[pos + 1], &tok[pos], (n - pos) * sizeof *tok);
+            at[pos] = t, tok[pos] = tokens, n++;
+            if (n > CAP) {
+                memmove(&at[0], &at[1], CAP * sizeof *at);
+                memmove(&tok[0], &tok[1], CAP * sizeof *tok);
+                n = CAP;
+            }
+        }
+        for (int q = 0; q < 3; q++) {
+            uint64_t since = now - (x >> (30 + q * 8)) % 600;
+            uint32_t want = 0;
+            uint64_t want_tokens = 0;
+            for (size_t i = 0; i < n; i++)
+                if (at[i] > since) want++, want_tokens += tok[i];
+            uint64_t got_tokens = 0;
+            assert_int_equal(decider_ledger_inflight_sum(l, w, since, now + 1, &got_tokens), want);
+            assert_int_equal(got_tokens, want_tokens);
+            assert_int_equal(decider_ledger_inflight(l, w, since, now + 1), want);
+            assert_int_equal(decider_ledger_inflight_tokens(l, w, since, now + 1), want_tokens);
+        }
+    }
+    decider_ledger_destroy(&l);
+}
+
 static void test_clock_going_back_keeps_generations(void **state)
 {
     (void)state;
@@ -290,6 +338,7 @@ int main(void)
         cmocka_unit_test(test_split_chains_of_several_workers),
         cmocka_unit_test(test_ttl_zero_disables),
         cmocka_unit_test(test_inflight_tokens_and_order),
+        cmocka_unit_test(test_inflight_matches_a_model),
         cmocka_unit_test(test_clock_going_back_keeps_generations),
         cmocka_unit_test(test_peer_routings_count_like_local_ones),
         cmocka_unit_test(test_peer_blocks_age_from_their_arrival),
