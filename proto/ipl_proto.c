@@ -18,13 +18,13 @@
 #include "ipl_mp.h"
 
 /* ---- descriptor tables ---------------------------------------------------------------------- */
-#define FD_u64(S, n) IPL_FT_U64, offsetof(S, n), 0, NULL
-#define FD_f64(S, n) IPL_FT_F64, offsetof(S, n), 0, NULL
-#define FD_bool(S, n) IPL_FT_BOOL, offsetof(S, n), 0, NULL
-#define FD_str(S, n) IPL_FT_STR, offsetof(S, n), 0, NULL
-#define FD_u64s(S, n) IPL_FT_U64S, offsetof(S, n), offsetof(S, n##_len), NULL
-#define FD_opt_u64(S, n) IPL_FT_U64, offsetof(S, n), 0, NULL, true
-#define FD_opt_str(S, n) IPL_FT_STR, offsetof(S, n), 0, NULL, true
+#define FD_u64(S, n)            IPL_FT_U64, offsetof(S, n), 0, NULL
+#define FD_f64(S, n)            IPL_FT_F64, offsetof(S, n), 0, NULL
+#define FD_bool(S, n)           IPL_FT_BOOL, offsetof(S, n), 0, NULL
+#define FD_str(S, n)            IPL_FT_STR, offsetof(S, n), 0, NULL
+#define FD_u64s(S, n)           IPL_FT_U64S, offsetof(S, n), offsetof(S, n##_len), NULL
+#define FD_opt_u64(S, n)        IPL_FT_U64, offsetof(S, n), 0, NULL, true
+#define FD_opt_str(S, n)        IPL_FT_STR, offsetof(S, n), 0, NULL, true
 #define F_DESC(S, kind, n, doc) {#n, doc, FD_##kind(S, n)},
 #define A_DESC(S, elem, n, doc)                                                                    \
     {#n, doc, IPL_FT_STRUCTS, offsetof(S, n), offsetof(S, n##_len), &s_struct_##elem},
@@ -42,7 +42,8 @@ IPL_PROTO_STRUCTS(STRUCT_TABLE)
 IPL_PROTO_MESSAGES(MSG_TABLE)
 
 static const ipl_proto_msg_desc_t s_messages[] = {
-#define MSG_DESC(T, id, name, from, to, pat, doc) {IPL_MSG_##T, #T, from, to, pat, doc, &s_struct_##name},
+#define MSG_DESC(T, id, name, from, to, pat, doc)                                                  \
+    {IPL_MSG_##T, #T, from, to, pat, doc, &s_struct_##name},
     IPL_PROTO_MESSAGES(MSG_DESC)
 #undef MSG_DESC
 };
@@ -286,8 +287,9 @@ typedef struct s_block {
     max_align_t data[];
 } s_block_t;
 
-/* Zeroed memory from the arena whose head is *arena_p, or NULL when out of memory. */
-static void *s_alloc(void **arena_p, size_t size)
+/* Memory from the arena whose head is *arena_p, zeroed when `zero` (callers that write every
+ * byte pass false), or NULL when out of memory. */
+static void *s_alloc(void **arena_p, size_t size, bool zero)
 {
     size = (size + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
     s_block_t *b = *arena_p;
@@ -309,7 +311,7 @@ static void *s_alloc(void **arena_p, size_t size)
     }
     void *p = (char *)b->data + b->used;
     b->used += size;
-    memset(p, 0, size);
+    if (zero) memset(p, 0, size);
     return p;
 }
 
@@ -329,8 +331,8 @@ void ipl_msg_clear(ipl_msg_t *msg)
 static int s_decode_fields(ipl_mp_reader_t *r, const ipl_proto_struct_t *sd, void *body,
                            uint32_t present, void **arena, int depth);
 
-static int s_decode_field(ipl_mp_reader_t *r, const ipl_proto_field_t *f, void *body,
-                          void **arena, int depth)
+static int s_decode_field(ipl_mp_reader_t *r, const ipl_proto_field_t *f, void *body, void **arena,
+                          int depth)
 {
     int rc;
     switch (f->type) {
@@ -349,9 +351,10 @@ static int s_decode_field(ipl_mp_reader_t *r, const ipl_proto_field_t *f, void *
         uint32_t len;
         if ((rc = ipl_mp_read_str(r, &s, &len))) return rc;
         if (len > IPL_PROTO_MAX_STR) return IPL_E_RANGE;
-        char *copy = s_alloc(arena, (size_t)len + 1);
+        char *copy = s_alloc(arena, (size_t)len + 1, false);
         if (!copy) return IPL_E_NOMEM;
         memcpy(copy, s, len);
+        copy[len] = '\0';
         *AT(body, f->offset, char *) = copy;
         return IPL_OK;
     }
@@ -359,7 +362,7 @@ static int s_decode_field(ipl_mp_reader_t *r, const ipl_proto_field_t *f, void *
         uint32_t n;
         if ((rc = ipl_mp_read_array(r, &n))) return rc;
         if (n > IPL_PROTO_MAX_ARRAY) return IPL_E_RANGE;
-        uint64_t *v = n ? s_alloc(arena, (size_t)n * sizeof *v) : NULL;
+        uint64_t *v = n ? s_alloc(arena, (size_t)n * sizeof *v, false) : NULL; // all read
         if (n && !v) return IPL_E_NOMEM;
         if ((rc = ipl_mp_read_uints(r, v, n))) return rc;
         *AT(body, f->offset, uint64_t *) = v;
@@ -371,7 +374,7 @@ static int s_decode_field(ipl_mp_reader_t *r, const ipl_proto_field_t *f, void *
         if (depth >= 4) return IPL_E_RANGE;
         if ((rc = ipl_mp_read_array(r, &n))) return rc;
         if (n > IPL_PROTO_MAX_ARRAY) return IPL_E_RANGE;
-        char *v = n ? s_alloc(arena, (size_t)n * f->elem->size) : NULL;
+        char *v = n ? s_alloc(arena, (size_t)n * f->elem->size, true) : NULL;
         if (n && !v) return IPL_E_NOMEM;
         for (uint32_t k = 0; k < n; k++) {
             uint32_t m;

@@ -20,6 +20,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,15 @@ struct decider_router {
     ipl_metric_t *m_observed[DECIDER_OBSERVED_NRESULTS];
     uint32_t index_prefix[IPL_INDEX_MAX_WORKERS];
     uint32_t ledger_prefix[IPL_INDEX_MAX_WORKERS];
+    // The replica's and the ledger's ids of the policy's workers, by position in
+    // policy->workers, for the policy (pointer and version) and the replica (its space) they
+    // were found in; -1: not known there (yet), looked up again (s_ids).
+    struct {
+        const ipl_policy_t *policy;
+        uint64_t version, space;
+        uint32_t cap;
+        int32_t *state, *ledger;
+    } ids;
 };
 
 static const char *const s_reasons[] = {
@@ -183,6 +193,8 @@ void decider_router_destroy(decider_router_t **self_p)
     decider_feedback_destroy(&self->feedback);
     decider_predictor_destroy(&self->predictor);
     decider_memory_destroy(&self->memory);
+    free(self->ids.state);
+    free(self->ids.ledger);
     pthread_mutex_destroy(&self->lock);
     free(self);
     *self_p = NULL;
@@ -286,6 +298,50 @@ static bool s_cache_usable(s_ctx_t *ctx, decider_candidate_t *c, const decider_w
     return true;
 }
 
+// The replica's and the ledger's ids of policy worker i (ids never change within one replica,
+// and within the ledger): found once per policy and replica, not by name every decision.
+static void s_ids(decider_router_t *self, const ipl_policy_t *policy, const decider_state_t *state,
+                  uint32_t i, int *state_id, int *ledger_id)
+{
+    const char *name = policy->workers[i].name;
+    if (!self->ids.state || i >= self->ids.cap) { // no room: by name
+        *state_id = decider_state_find(state, name);
+        *ledger_id = decider_ledger_worker(self->ledger, name);
+        return;
+    }
+    if (self->ids.state[i] < 0) self->ids.state[i] = decider_state_find(state, name);
+    if (self->ids.ledger[i] < 0) self->ids.ledger[i] = decider_ledger_worker(self->ledger, name);
+    *state_id = self->ids.state[i];
+    *ledger_id = self->ids.ledger[i];
+}
+
+// Forgets the ids when the policy or the replica changed.
+static void s_ids_check(decider_router_t *self, const ipl_policy_t *policy,
+                        const decider_state_t *state)
+{
+    uint64_t space = decider_state_space(state);
+    if (self->ids.policy == policy && self->ids.version == policy->version &&
+        self->ids.space == space && self->ids.cap >= policy->workers_len)
+        return;
+    if (self->ids.cap < policy->workers_len) {
+        free(self->ids.state);
+        free(self->ids.ledger);
+        self->ids.state = malloc(policy->workers_len * sizeof *self->ids.state);
+        self->ids.ledger = malloc(policy->workers_len * sizeof *self->ids.ledger);
+        self->ids.cap = self->ids.state && self->ids.ledger ? policy->workers_len : 0;
+        if (!self->ids.cap) {
+            free(self->ids.state);
+            free(self->ids.ledger);
+            self->ids.state = self->ids.ledger = NULL;
+        }
+    }
+    for (uint32_t i = 0; i < self->ids.cap; i++)
+        self->ids.state[i] = self->ids.ledger[i] = -1;
+    self->ids.policy = policy;
+    self->ids.version = policy->version;
+    self->ids.space = space;
+}
+
 // Whether policy worker w belongs to `pool` (the same string is often the same pointer: one
 // compare instead of a strcmp per worker and decision).
 static bool s_in_pool(const ipl_worker_t *w, const ipl_pool_t *pool)
@@ -337,17 +393,19 @@ static uint32_t s_candidates(decider_router_t *self, s_ctx_t *ctx, const ipl_pol
 
     uint32_t healthy = 0;
     out->ncands = 0;
+    decider_ledger_apply_peers(self->ledger); // what decider_ledger_worker did per candidate
+    s_ids_check(self, policy, state);
     for (uint32_t i = 0; i < policy->workers_len; i++) {
         const ipl_worker_t *pw = &policy->workers[i];
         if (!s_in_pool(pw, pool)) continue;
         decider_candidate_t *c = &out->cands[out->ncands++];
-        memset(c, 0, sizeof *c);
+        memset(c, 0, offsetof(decider_candidate_t, note)); // the 256-byte note is not read
+        c->note[0] = '\0';                                 // beyond its terminator
         c->c.worker = pw->name;
         c->c.url = pw->url;
         c->c.note = c->note;
         c->set = pw->worker_set && *pw->worker_set ? pw->worker_set : pw->model;
-        c->state_id = decider_state_find(state, pw->name);
-        c->ledger_id = decider_ledger_worker(self->ledger, pw->name);
+        s_ids(self, policy, state, i, &c->state_id, &c->ledger_id);
         const decider_worker_t *w = decider_state_worker(state, c->state_id);
         if (!w || !w->has_load) {
             decider_candidate_note(c, "no load sample yet");

@@ -128,10 +128,9 @@ struct decider_request {
 /* One candidate: the wire figures plus what the choice was made of. */
 typedef struct {
     ipl_candidate_t c; /* c.worker and c.url borrowed from the policy; c.note → note */
-    char note[256];
-    uint64_t queue;  /* waiting + inflight */
-    bool cache_used; /* cache term trusted */
-    bool healthy;    /* could be chosen before strategy-specific gates */
+    uint64_t queue;    /* waiting + inflight */
+    bool cache_used;   /* cache term trusted */
+    bool healthy;      /* could be chosen before strategy-specific gates */
     int state_id, ledger_id;
     uint32_t state_blocks;  /* leading blocks its KV events show it holds (cache_used) */
     const char *set;        /* worker set (predictor key), borrowed from the policy */
@@ -140,6 +139,7 @@ typedef struct {
     double inflight_tokens; /* uncached prompt tokens routed here since the last sample */
     uint64_t num_blocks;    /* KV capacity in blocks (last sample; 0 unknown) */
     double score;           /* the strategy's own figure (score, cost, match), see its note */
+    char note[256];         /* last: a candidate is reset up to it, and note[0] cleared */
 } decider_candidate_t;
 
 /* A decision. Strings (pool, worker, url, model, set) are borrowed from the policy snapshot

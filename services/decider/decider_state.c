@@ -107,6 +107,11 @@ const ipl_index_t *decider_state_index(const decider_state_t *self)
     return self->index;
 }
 
+uint64_t decider_state_space(const decider_state_t *self)
+{
+    return self->space;
+}
+
 int decider_state_find(const decider_state_t *self, const char *name)
 {
     int id = decider_names_get(&s_names, self->space, name);

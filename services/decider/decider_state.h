@@ -44,6 +44,8 @@ uint64_t decider_state_seq(const decider_state_t *self);
 void decider_state_set_seq(decider_state_t *self, uint64_t seq);
 
 const ipl_index_t *decider_state_index(const decider_state_t *self);
+/* A number no other state of this process has (worker ids of two states never mix). */
+uint64_t decider_state_space(const decider_state_t *self);
 /* The worker id of `name` in the index, or -1 when the state knows nothing of it. */
 int decider_state_find(const decider_state_t *self, const char *name);
 /* The worker with id `id` (0 .. ipl_index_nworkers - 1), or NULL. Borrowed. */

@@ -157,6 +157,41 @@ static void test_ttft_prefers_the_cached_worker(void **state)
     assert_float_equal(decider_router_mean_request_tokens(f->router), 98.0, 1e-9);
 }
 
+// The router remembers the policy workers' ids per policy and replica: a new policy (workers
+// in another order) and a new replica (the same names under other ids) are each looked up
+// anew, so the cache always goes to the worker that holds it.
+static void test_ids_follow_policy_and_replica(void **state)
+{
+    s_fix_t *f = *state;
+    assert_int_equal(s_route(f, &s_req), IPL_ROUTE_OK);
+    assert_string_equal(f->d.worker->name, "b");
+    ipl_worker_t reordered[] = {s_workers[2], s_workers[1], s_workers[0]}; // c, b, a
+    ipl_policy_t p2 = s_policy;
+    p2.version = 2;
+    p2.workers = reordered;
+    assert_int_equal(
+        decider_router_route_at(f->router, &p2, f->state, 0, &s_req, &f->d, WALL, MONO),
+        IPL_ROUTE_OK);
+    assert_string_equal(f->d.worker->name, "b");
+    assert_int_equal(s_cand(f, "b")->c.cached_tokens, 400); // 320 + the ledger's assumption
+    assert_int_equal(s_cand(f, "c")->c.cached_tokens, 0);
+    assert_int_equal(s_cand(f, "a")->c.running, 3);
+    // A replica that met the workers in another order (c is id 0 there) and where c holds the
+    // prefix: c's cache, not a's or b's.
+    decider_state_t *st2 = decider_state_new();
+    s_load(st2, "c", 0, 0, IPL_HEALTH_UP, IPL_KV_EXACT, WALL - 10);
+    s_load(st2, "a", 3, 0, IPL_HEALTH_UP, IPL_KV_EXACT, WALL - 10);
+    s_load(st2, "b", 0, 1, IPL_HEALTH_UP, IPL_KV_EXACT, WALL - 10);
+    s_store(st2, "c", 90);
+    assert_int_equal(decider_router_route_at(f->router, &p2, st2, 0, &s_req, &f->d, WALL, MONO),
+                     IPL_ROUTE_OK);
+    assert_string_equal(f->d.worker->name, "c");
+    assert_int_equal(s_cand(f, "c")->c.cached_tokens, 360);
+    assert_int_equal(s_cand(f, "a")->c.running, 3);
+    assert_int_equal(s_cand(f, "b")->c.waiting, 1);
+    decider_state_destroy(&st2);
+}
+
 static void test_load_gate(void **state)
 {
     s_fix_t *f = *state;
@@ -690,6 +725,7 @@ int main(void)
     ipl_log_set_level(IPL_LOG_OFF);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_ttft_prefers_the_cached_worker, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_ids_follow_policy_and_replica, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_load_gate, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_load_gate_needs_a_less_loaded_worker, s_setup,
                                         s_teardown),
