@@ -19,8 +19,10 @@
  *                                                      CPU time
  *
  *   build/bench/bench_router [--workers 64] [--memberships 1000000] [--requests 50000]
- *                            [--brief 1] [--suffix NAME]
- * (--brief 0: replies with every candidate's figures, as inferplanectl asks.)
+ *                            [--brief 1] [--optimistic-ttl-ms 2000] [--suffix NAME]
+ * (--brief 0: replies with every candidate's figures, as inferplanectl asks;
+ * --optimistic-ttl-ms 0: without the ledger's optimistic blocks and the pending prefixes, the
+ * decider's flag of the same name.)
  *
  * Deterministic apart from the clock: under `valgrind --tool=callgrind` (with a small
  * --requests) it gives instructions per decision by function.
@@ -92,9 +94,10 @@ int main(int argc, char **argv)
     size_t nreq = (size_t)bench_arg_int(argc, argv, "requests", 50000);
     const char *suffix = bench_arg(argc, argv, "suffix", "");
     uint64_t brief = (uint64_t)bench_arg_int(argc, argv, "brief", 1);
-    if (nworkers < 1 || nworkers > S_MAX_WORKERS || nreq < 100)
+    long long ttl = bench_arg_int(argc, argv, "optimistic-ttl-ms", 2000);
+    if (nworkers < 1 || nworkers > S_MAX_WORKERS || nreq < 100 || ttl < 0)
         BENCH_DIE("usage: bench_router [--workers 1..%d] [--memberships N] [--requests >= 100] "
-                  "[--brief 0|1] [--suffix NAME]",
+                  "[--brief 0|1] [--optimistic-ttl-ms N] [--suffix NAME]",
                   S_MAX_WORKERS);
 
     static s_world_t w;
@@ -145,8 +148,10 @@ int main(int argc, char **argv)
         bench_encode(IPL_MSG_ROUTE_REQ, &rq, &reqs[k]);
     }
 
+    uint64_t ttl_ms = (uint64_t)ttl;
     decider_router_config_t cfg;
     decider_router_config_defaults(&cfg);
+    cfg.optimistic_ttl_ms = ttl_ms;
     decider_router_t *router = decider_router_new(&cfg);
     if (!router) BENCH_DIE("decider_router_new");
     decider_decision_t d;
