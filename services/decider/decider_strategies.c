@@ -27,8 +27,10 @@
 // ttft: weight of the candidate's own prefill time in the cost (s_pick_ttft): the time it
 // holds the worker for the requests behind it.
 #define S_TTFT_WORK_WEIGHT 1.0
-// ttft: how much wider the tie band is for a prefix no worker holds, × its prefill time.
-#define S_TTFT_PLACEMENT_BAND 0.0
+// ttft: a worker's placements (prompts it was routed holding none of them: the prefixes it
+// serves) decay with this time constant, and counts closer than S_PLACED_TIE are equal.
+#define S_PLACED_TAU_S 600.0
+#define S_PLACED_TIE   0.5
 // ttft: the load gate sends a request away from its prefix only to relieve a worker more
 // loaded than this × the least loaded one (running + queue): SGLang's balance_rel_threshold.
 #define S_TTFT_GATE_REL 1.5
@@ -314,11 +316,32 @@ static double s_recent(decider_pick_t *ctx, const decider_candidate_t *c)
     return ctx->memory ? decider_memory_recent(ctx->memory->owner, c->ledger_id, ctx->mono_ms) : 0;
 }
 
+// A worker's placements, and recording one (the memory's, defined below).
+static double s_memory_placed(decider_memory_t *self, int worker, uint64_t mono_ms);
+static void s_memory_place(decider_memory_t *self, int worker, uint64_t mono_ms);
+
+// The prompts routed to candidate c lately that it held none of — the prefixes it was given
+// to compute (decayed over S_PLACED_TAU_S) —, 0 without memory.
+static double s_placed(decider_pick_t *ctx, const decider_candidate_t *c)
+{
+    return ctx->memory ? s_memory_placed(ctx->memory->owner, c->ledger_id, ctx->mono_ms) : 0;
+}
+
 /* The minimum cost among the eligible; among the candidates within the tie band of it, the one
  * holding the most of the prompt (the least prefill work for the cluster: a burst of one
- * prefix stays together), then the one routed the fewest requests lately (a new prefix goes
- * where it will compete with the least traffic: the routings of the last minute are the
- * prefixes a worker attracts), then the shortest queue, then at random. -1 if none. */
+ * prefix stays together), then the one routed the fewest requests lately (the routings of the
+ * last minute are the prefixes a worker attracts), then the shortest queue, then at random.
+ *
+ * A placement — no candidate within the band holds any of the prompt: a prefix new to the
+ * cluster, or one the cost says to compute again — goes instead to the eligible candidate
+ * holding none of it that was given the fewest prefixes (s_placed), then the cheapest (the
+ * tie band), then as above. Its prefill holds that worker for seconds (an 8k-token prompt is
+ * one ~2.8 s step on an L40S), and every request reaching the worker meanwhile waits: a worker
+ * serving fewer prefixes receives fewer of those requests, now and for as long as the prefix
+ * stays there. The cost alone spreads new prefixes by the work queued now (which drains in
+ * seconds) and let one worker collect more prefixes than another (SGLang's smallest tree
+ * balances them, and it met the SLO for more requests in the warm-up, docs/clustersim.md).
+ * -1 if none. */
 static int s_best_ttft(decider_pick_t *ctx)
 {
     decider_decision_t *out = ctx->out;
@@ -328,36 +351,33 @@ static int s_best_ttft(decider_pick_t *ctx)
             lo = out->cands[i].score;
             lo_ttft = out->cands[i].c.predicted_ttft_s;
         }
-    double band = lo + s_tie_band(lo_ttft);
-    // A placement (no candidate within the band holds any of the prompt): the prefix's later
-    // requests will follow it, so the band widens by S_TTFT_PLACEMENT_BAND × the prompt's
-    // prefill and the worker routed the fewest requests lately among those wins.
+    double tie = s_tie_band(lo_ttft), band = lo + tie;
     bool placement = true;
-    double prefill = INFINITY;
     for (uint32_t i = 0; i < out->ncands; i++) {
         const decider_candidate_t *c = &out->cands[i];
-        if (!c->c.eligible) continue;
-        if (c->score <= band && c->c.cached_tokens > 0) placement = false;
-        if (c->terms.prefill_s < prefill) prefill = c->terms.prefill_s;
+        if (c->c.eligible && c->score <= band && c->c.cached_tokens > 0) placement = false;
     }
-    if (placement && isfinite(prefill)) band += S_TTFT_PLACEMENT_BAND * prefill;
     int best = -1;
     uint32_t ties = 0;
-    double best_recent = 0;
+    double best_recent = 0, best_placed = 0;
     for (uint32_t i = 0; i < out->ncands; i++) {
         const decider_candidate_t *c = &out->cands[i];
-        if (!c->c.eligible || c->score > band) continue;
+        if (!c->c.eligible || (placement ? c->c.cached_tokens > 0 : c->score > band)) continue;
         const decider_candidate_t *b = best >= 0 ? &out->cands[best] : NULL;
         double recent = s_recent(ctx, c);
+        double placed = placement ? s_placed(ctx, c) : 0;
         int order = !b ? -1
                     : c->c.cached_tokens != b->c.cached_tokens
                         ? (c->c.cached_tokens > b->c.cached_tokens ? -1 : 1)
-                    : s_cmp_double(recent, best_recent) ? s_cmp_double(recent, best_recent)
-                    : c->queue != b->queue              ? (c->queue < b->queue ? -1 : 1)
-                                                        : 0;
+                    : fabs(placed - best_placed) > S_PLACED_TIE ? (placed < best_placed ? -1 : 1)
+                    : fabs(c->score - b->score) > tie           ? (c->score < b->score ? -1 : 1)
+                    : s_cmp_double(recent, best_recent)         ? s_cmp_double(recent, best_recent)
+                    : c->queue != b->queue                      ? (c->queue < b->queue ? -1 : 1)
+                                                                : 0;
         if (order < 0) {
             best = (int)i;
             best_recent = recent;
+            best_placed = placed;
             ties = 1;
         } else if (order == 0 && decider_pick_random(ctx, ++ties) == 0) {
             best = (int)i;
@@ -503,7 +523,8 @@ static uint64_t s_ttft_load(const decider_candidate_t *c)
 static bool s_gate_excludes(uint64_t gated, uint64_t least, uint64_t gate,
                             const decider_candidate_t *c, uint64_t lo_load)
 {
-    return gated > least + gate && (double)s_ttft_load(c) > S_TTFT_GATE_REL * (double)lo_load;
+    return gated > least + gate && (double)s_ttft_load(c) > S_TTFT_GATE_REL * (double)lo_load &&
+           (lo_load <= gate || (double)(s_ttft_load(c) - lo_load) > S_SGLANG_BALANCE_ABS);
 }
 
 // How many requests c's prefill for this one holds up: the request itself
@@ -569,7 +590,10 @@ static void s_remember_pending(decider_pick_t *ctx, const decider_candidate_t *w
  * SGLang's balance thresholds and llm-d's TTFT penalty gate, PEERS.md §6.2) — counting only
  * the requests beyond those still in this router's backlog for it (s_gated_queue): those the
  * cost prices token by token; and only when some worker is clearly less loaded (running +
- * queue, SGLang's relative threshold 1.5: s_gate_excludes).
+ * queue, SGLang's relative threshold 1.5) and either nearly idle (running + queue <=
+ * load_gate) or less loaded by more than SGLang's absolute threshold 64 (s_gate_excludes):
+ * moving a request off its prefix computes the prefix again, which pays only where it will
+ * not queue behind other work.
  *
  * Then the minimum cost wins, where
  *
@@ -588,7 +612,9 @@ static void s_remember_pending(decider_pick_t *ctx, const decider_candidate_t *w
  * model's precision), and among those the one holding the most of the prompt wins, then the
  * one routed the fewest requests in the last minute, then the shorter queue, then at random
  * (s_best_ttft) — or, with temperature T > 0, a candidate drawn with probability
- * ∝ exp(−cost/T), for exploration.
+ * ∝ exp(−cost/T), for exploration. When no candidate within the band holds any of the prompt
+ * (a placement: a new prefix), the eligible worker given the fewest prefixes lately wins
+ * first, the cost second (s_best_ttft; SGLang's smallest tree by another measure).
  */
 static void s_pick_ttft(decider_pick_t *ctx)
 {
@@ -627,6 +653,8 @@ static void s_pick_ttft(decider_pick_t *ctx)
     double temperature = ctx->config->temperature_s;
     if (temperature > 0) w = s_sample(ctx, temperature, &probability);
     s_remember_pending(ctx, &out->cands[w]);
+    if (ctx->memory && out->cands[w].c.cached_tokens == 0)
+        s_memory_place(ctx->memory->owner, out->cands[w].ledger_id, ctx->mono_ms);
     if (explain)
         s_ttft_explain(ctx, w, best, ungated, least, temperature, probability);
     else
@@ -975,6 +1003,7 @@ typedef struct {
     double part[S_BACKLOG_FIFO]; // the routings' tokens left, FIFO from `head` (`n` of them)
     uint32_t head, n;
     double recent; // routings, decayed with S_RECENT_TAU_S, at t_ms
+    double placed; // ttft's placements here (s_placed), decayed with S_PLACED_TAU_S, at t_ms
     uint64_t t_ms;
 } s_backlog_t;
 
@@ -988,6 +1017,8 @@ typedef struct {
     uint32_t cap[DECIDER_MEMORY_PENDING];
     uint64_t *hashes[DECIDER_MEMORY_PENDING];
     uint64_t live_until; // the latest until_ms: past it, no entry counts
+    uint32_t min_start;  // the least start of the entries live at the last add: a worker
+                         // holding fewer blocks of a prompt has no pending prefix for it
     uint32_t next;
 } s_pending_ring_t;
 
@@ -1073,6 +1104,7 @@ static s_backlog_t *s_backlog_drained(decider_memory_t *self, int worker, uint64
             b->n--;
         }
         b->recent *= exp(-dt / S_RECENT_TAU_S);
+        b->placed *= exp(-dt / S_PLACED_TAU_S);
         b->t_ms = mono_ms;
     }
     return b;
@@ -1115,6 +1147,18 @@ double decider_memory_recent(decider_memory_t *self, int worker, uint64_t mono_m
     return b ? b->recent : 0;
 }
 
+static double s_memory_placed(decider_memory_t *self, int worker, uint64_t mono_ms)
+{
+    s_backlog_t *b = s_backlog_drained(self, worker, mono_ms);
+    return b ? b->placed : 0;
+}
+
+static void s_memory_place(decider_memory_t *self, int worker, uint64_t mono_ms)
+{
+    s_backlog_t *b = s_backlog_drained(self, worker, mono_ms);
+    if (b) b->placed += 1;
+}
+
 // ---- pending prefixes -------------------------------------------------------------------------
 
 void decider_memory_pending_add(decider_memory_t *self, int worker, const uint64_t *hashes,
@@ -1137,6 +1181,9 @@ void decider_memory_pending_add(decider_memory_t *self, int worker, const uint64
     r->n[i] = (uint32_t)(n - start);
     r->until_ms[i] = until_ms;
     if (until_ms > r->live_until) r->live_until = until_ms;
+    r->min_start = UINT32_MAX; // over every entry in use (expired ones too: a lower bound)
+    for (uint32_t k = 0; k < DECIDER_MEMORY_PENDING; k++)
+        if (r->until_ms[k] && r->start[k] < r->min_start) r->min_start = r->start[k];
     r->next = (r->next + 1) % DECIDER_MEMORY_PENDING;
 }
 
@@ -1145,7 +1192,7 @@ size_t decider_memory_pending_match(decider_memory_t *self, int worker, const ui
 {
     if (worker < 0 || worker >= IPL_INDEX_MAX_WORKERS || !self->pending[worker]) return held;
     const s_pending_ring_t *r = self->pending[worker];
-    if (r->live_until <= mono_ms) return held;
+    if (r->live_until <= mono_ms || held < r->min_start) return held;
     size_t best = held;
     for (size_t i = 0; i < DECIDER_MEMORY_PENDING; i++) {
         size_t start = r->start[i];

@@ -461,6 +461,50 @@ static void test_ttft_gate_spares_the_own_backlog(void **state)
     assert_string_equal(f->d.reason, "load_gate");
 }
 
+// A new prefix goes to the worker given the fewest prefixes (placements), not the one routed
+// the fewest requests: w3 serves the fixture's prompt (5 cache hits: its recent routings) but
+// was given no prefix; three new prompts, on idle workers at equal cost, go to w1 and w2 (no
+// routings at all) and then to w3 — by recent routings alone the third would go to w1 or w2
+// again.
+static void test_ttft_places_a_prefix_where_fewest_were_placed(void **state)
+{
+    s_fix_t *f = *state;
+    for (int k = 0; k < 5; k++) {
+        assert_int_equal(s_route(f, "ttft"), IPL_ROUTE_OK);
+        assert_string_equal(f->d.worker->name, "w3");
+    }
+    uint64_t p[3][NB];
+    bool got[4] = {false};
+    for (int k = 0; k < 3; k++) {
+        for (int i = 0; i < NB; i++)
+            p[k][i] = 0xab0000 + 0x100 * (uint64_t)k + (uint64_t)i;
+        assert_int_equal(s_route_n(f, "ttft", p[k], NB, true), IPL_ROUTE_OK);
+        assert_int_equal(f->d.cached_tokens, 0);
+        int w = f->d.worker->name[1] - '0';
+        assert_false(got[w]); // one new prefix per worker
+        got[w] = true;
+        if (k < 2) assert_int_not_equal(w, 3);
+    }
+    assert_true(got[3]);
+}
+
+// The load gate moves a request off its prefix only towards a (nearly) idle worker, or past
+// SGLang's absolute imbalance (64): with every worker busy (w1 and w2 10 waiting each), w3's
+// 20 waiting exceed 10 + 4 and 1.5 × 10, but 10 > load_gate 4 and 20 − 10 <= 64: w3 stays
+// eligible for the prompt it holds 8 of 10 blocks of.
+static void test_ttft_gate_needs_an_idle_worker_or_a_wide_gap(void **state)
+{
+    s_fix_t *f = *state;
+    const uint64_t q[3] = {10, 10, 20};
+    const double kv[3] = {0, 0, 0};
+    s_reload(f, q, kv);
+    assert_int_equal(s_route(f, "ttft"), IPL_ROUTE_OK);
+    assert_int_equal(s_cand(f, "w3")->queue, 20);
+    assert_true(s_cand(f, "w3")->c.eligible);
+    assert_null(strstr(s_cand(f, "w3")->c.note, "load gate"));
+    assert_string_not_equal(f->d.reason, "load_gate");
+}
+
 // A terse router, or a terse request, decides the same without writing notes or the detail.
 static void test_terse(void **state)
 {
@@ -534,6 +578,10 @@ int main(void)
         cmocka_unit_test(test_ttft_memory),
         cmocka_unit_test_setup_teardown(test_ttft_waits_for_a_pending_prefix, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_ttft_gate_spares_the_own_backlog, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_ttft_places_a_prefix_where_fewest_were_placed, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_ttft_gate_needs_an_idle_worker_or_a_wide_gap, s_setup,
+                                        s_teardown),
         cmocka_unit_test_setup_teardown(test_terse, s_setup, s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
