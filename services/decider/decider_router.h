@@ -5,7 +5,9 @@
  * Inputs: the compiled policy (which pool serves the model, its workers, its strategy), the
  * state replica (prefix index, last load samples), the router's own ledger of what it routed
  * (in-flight requests, optimistic blocks; decider_ledger) and the TTFT predictor
- * (decider_predictor, calibrated per worker set).
+ * (decider_predictor, calibrated per worker set). A routing is recorded in the ledger as in
+ * flight always, and as optimistic blocks only when the winner's KV events do not already show
+ * the whole prompt.
  *
  * Per candidate W, whatever the strategy (so explanations compare like with like):
  *
