@@ -454,8 +454,9 @@ class TestDecider(unittest.TestCase):
         self.assertEqual((rep["req_id"], rep["status"], rep["reason"]), (43, 1, "no_pool"))
         _, _, metrics = http("GET", s.decider.admin_url + "/metrics")
         self.assertIn(b'inferplane_decider_decisions_total{reason="no_pool"} 1', metrics)
-        # Garbage (a mangled frame may still be a valid ROUTE_REQ: one cut before its optional
-        # trailing fields is, and is answered) on every socket the decider listens on: dropped, counted, still serving.
+        # Garbage on every socket the decider listens on: dropped, counted, still serving (a
+        # mangled frame may still be a valid ROUTE_REQ: one cut before its optional trailing
+        # fields is, and is answered).
         self.assertEqual(zmq_poke(s.ep["decider"], "dealer", count=300), 0)
         self.assertEqual(zmq_poke(s.ep["decider"], "raw", count=50), 0)
         dealer.send([b"\x93\x01\x07"])  # truncated ROUTE_REQ
@@ -474,6 +475,30 @@ class TestDecider(unittest.TestCase):
         for w in s.workers:
             self.assertIn(w, out.stdout)
         self.assertIn("reason", out.stdout)
+
+    def test_busy_poll(self):
+        """--busy-poll-us: the same answers, state still followed while it spins, a clean stop;
+        out-of-range values refused."""
+        s = DeciderStack(self, decider_args=["--busy-poll-us", "2000"])
+        s.wait_loads()
+        dealer = Zmtp(s.ep["decider"], "DEALER")
+        self.addCleanup(dealer.close)
+        for k in range(20):
+            dealer.send([route_req(100 + k, MODEL, chain(4), prompt_tokens=70, brief=1)])
+            rep = decode_route_rep(dealer.recv()[0])
+            self.assertEqual((rep["req_id"], rep["status"]), (100 + k, 0), rep)
+        s.send(kv_event("w1", STORED, chain(12, salt=9)))
+        s.wait_state(lambda d: any(w["name"] == "w1" and w["blocks"] == 12 for w in d["workers"]),
+                     "w1's blocks while busy-polling")
+        dealer.send([route_req(200, MODEL, chain(12, salt=9), prompt_tokens=200, brief=1)])
+        rep = decode_route_rep(dealer.recv()[0])
+        self.assertEqual((rep["req_id"], rep["worker"]), (200, "w1"), rep)
+        self.assertLess(s.decider.stop(), 2.0)
+        for bad in ("-1", "10001"):
+            out = subprocess.run([binary("inferplane-decider"), "--busy-poll-us", bad],
+                                 capture_output=True, text=True, timeout=10)
+            self.assertEqual(out.returncode, 2, out.stderr)
+            self.assertIn("--busy-poll-us must be 0..10000", out.stderr)
 
     def test_resync_after_aggregator_restart(self):
         s = DeciderStack(self)

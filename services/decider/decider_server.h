@@ -56,6 +56,7 @@ typedef struct {
     const char *peer_pub;         /* endpoint to bind the ROUTED PUB on; NULL or "": none */
     const char *peers;            /* comma-separated other deciders' --peer-pub; NULL: none */
     const char *tokenizer;        /* for /v1/route prompts: "builtin", tokenizer.json or dir */
+    uint64_t busy_poll_us; /* the loop polls without sleeping this long after any work (0) */
 } decider_server_config_t;
 
 typedef struct decider_server decider_server_t;

@@ -26,7 +26,7 @@ int main(int argc, char **argv)
     snprintf(strategy_bad, sizeof strategy_bad, "--strategy must be one of: %s",
              decider_router_strategies());
     int64_t load_gate = 0, ttl_ms = 0, stale_ms = 0, seed = 0, snapshot_timeout_ms = 0,
-            silence_ms = 0, observe_window_ms = 0;
+            silence_ms = 0, observe_window_ms = 0, busy_poll_us = 0;
 
     ipl_service_t *svc = ipl_service_new("decider",
                                          "decision server: picks the worker for each request "
@@ -89,6 +89,11 @@ int main(int argc, char **argv)
                    "remember each decision this long for the gateway's OBSERVED (the measured "
                    "TTFT that calibrates the prediction); at most 65536 at once (0: no "
                    "calibration from live requests)");
+    ipl_config_add(c, "busy-poll-us", IPL_OPT_INT, &busy_poll_us, "0",
+                   "after each burst of work, keep checking the sockets for this long before "
+                   "sleeping: a request arriving meanwhile skips the thread wake-up (~20 us of "
+                   "latency on a shared VM) at the price of up to one core while traffic lasts "
+                   "(0: sleep at once; at most 10000)");
     ipl_config_add(c, "seed", IPL_OPT_INT, &seed, "0",
                    "seed for tie-breaks and the random strategy (0: from the clock)");
     int rc = ipl_service_start(svc, argc, argv);
@@ -108,6 +113,8 @@ int main(int argc, char **argv)
         bad = "--running-cost-ms, --load-gate, --optimistic-ttl-ms, --seed, --state-silence-ms "
               "and --observe-window-ms must be >= 0, --stale-ms >= 1 and --snapshot-timeout-ms "
               ">= 100";
+    else if (busy_poll_us < 0 || busy_poll_us > 10000)
+        bad = "--busy-poll-us must be 0..10000";
     if (bad) {
         fprintf(stderr, "inferplane-decider: %s\n", bad);
         ipl_service_destroy(&svc);
@@ -131,6 +138,7 @@ int main(int argc, char **argv)
     cfg.router.observe_window_ms = (uint64_t)observe_window_ms;
     cfg.snapshot_timeout_ms = (uint64_t)snapshot_timeout_ms;
     cfg.silence_ms = (uint64_t)silence_ms;
+    cfg.busy_poll_us = (uint64_t)busy_poll_us;
     cfg.max_buffered = 1000000;
     cfg.id = id;
     cfg.peer_pub = peer_pub;
