@@ -26,6 +26,12 @@
  *   decision_p50_us_ipc, _p99_us_ipc   with --decider-ipc EP (the decider also listening on an
  *                                      ipc:// endpoint): the latency phase again over ipc://,
  *                                      a transport figure beside the TCP one (the target's)
+ *   decision_p50_us_inproc, _p99_us_inproc
+ *                                      with --embedded: the latency phase against a
+ *                                      decider_server running in a thread of this process
+ *                                      (following the same aggregator and policy service),
+ *                                      over inproc:// — the decider embedded in its client;
+ *                                      then _inproc_busy, the same busy-polling 200 us
  *
  *   build/bench/bench_decision --aggregator EP --decider EP --decider-admin URL
  *       [--decider-pid PID] [--workers 64] [--memberships 1000000] [--model sim-model]
@@ -33,6 +39,7 @@
  * (NAME is appended to the figure names.)
  * Worker names are w0 .. w<workers-1>, the pool's.
  */
+#include <czmq.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -45,10 +52,13 @@
 #include "bench.h"
 #include "bench_stack.h"
 #include "bench_world.h"
+#include "decider/decider_server.h"
 #include "ipl_clock.h"
 #include "ipl_error.h"
 #include "ipl_index.h"
+#include "ipl_metrics.h"
 #include "ipl_proto.h"
+#include "ipl_signal.h"
 
 #define S_FAMILIES    256u
 #define S_BLOCK       16u
@@ -226,13 +236,79 @@ static void s_latency(s_client_t *c, size_t nreq, int nworkers, double membershi
     snprintf(note, sizeof note,
              "ZeroMQ %s round trip, 512-block prompt, %d workers, %.0f memberships; p99: median "
              "of %d rounds",
-             *transport ? "ipc://" : "TCP", nworkers, memberships, BENCH_ROUNDS);
+             !*transport                         ? "TCP"
+             : !strncmp(transport, "_inproc", 7) ? "inproc:// (the decider embedded)"
+                                                 : "ipc://",
+             nworkers, memberships, BENCH_ROUNDS);
     char name[128];
     snprintf(name, sizeof name, "decision_p50_us%s%s", transport, suffix);
     bench_figure(name, p50, "us", note);
     snprintf(name, sizeof name, "decision_p99_us%s%s", transport, suffix);
     bench_figure(name, p99, "us", note);
     free(lat);
+}
+
+/* The decider embedded: a decider_server in a thread of this process, following the same
+ * policy service and aggregator, answering on inproc:// (what a gateway embedding it would
+ * do: no socket, no libzmq I/O thread, the same protocol and code). `eps`: "state_sub,
+ * state_snapshot,policy_sub,policy_req"; the server busy-polls `busy_poll_us` (its
+ * --busy-poll-us). Prints decision_p50_us<transport> / _p99_us<transport>. */
+typedef struct {
+    decider_server_t *server;
+} s_embedded_t;
+
+static void *s_embedded_run(void *arg)
+{
+    decider_server_run(((s_embedded_t *)arg)->server);
+    return NULL;
+}
+
+static void s_embedded(const char *eps, uint64_t busy_poll_us, const char *transport,
+                       msgpack_sbuffer *reqs, size_t nreq, int nworkers, double memberships,
+                       const char *suffix)
+{
+    char buf[1024], *part[4] = {0}, *save = NULL;
+    snprintf(buf, sizeof buf, "%s", eps);
+    int n = 0;
+    for (char *t = strtok_r(buf, ",", &save); t && n < 4; t = strtok_r(NULL, ",", &save))
+        part[n++] = t;
+    if (n != 4) BENCH_DIE("--embedded: state_sub,state_snapshot,policy_sub,policy_req");
+    decider_server_config_t cfg = {.listen = "inproc://bench-decider",
+                                   .state_sub = part[0],
+                                   .state_snapshot = part[1],
+                                   .policy_sub = part[2],
+                                   .policy_req = part[3],
+                                   .snapshot_timeout_ms = 5000,
+                                   .silence_ms = 3000,
+                                   .max_buffered = 1000000,
+                                   .id = "bench-embedded",
+                                   .tokenizer = "builtin",
+                                   .busy_poll_us = busy_poll_us};
+    decider_router_config_defaults(&cfg.router);
+    ipl_metrics_t *metrics = ipl_metrics_new();
+    char err[512];
+    s_embedded_t e = {.server = decider_server_new(&cfg, metrics, err, sizeof err)};
+    if (!e.server) BENCH_DIE("embedded decider: %s", err);
+    pthread_t t;
+    if (pthread_create(&t, NULL, s_embedded_run, &e) != 0) BENCH_DIE("pthread_create");
+    char detail[256];
+    uint64_t until = bench_now_ns() + 60000000000ull;
+    while (!decider_server_ready(e.server, detail, sizeof detail)) {
+        if (bench_now_ns() > until) BENCH_DIE("embedded decider not ready: %s", detail);
+        usleep(50000);
+    }
+    usleep(300000); /* a load sample of every worker after the snapshot */
+    /* czmq's context: inproc:// needs the server's */
+    zsock_t *dealer = zsock_new_dealer(">inproc://bench-decider");
+    if (!dealer) BENCH_DIE("inproc DEALER");
+    s_client_t c = {.dealer = zsock_resolve(dealer), .reqs = reqs};
+    s_latency(&c, nreq, nworkers, memberships, transport, suffix);
+    zsock_destroy(&dealer);
+    ipl_signal_request_stop(); /* the server's loop returns within its 100 ms tick */
+    pthread_join(t, NULL);
+    ipl_signal_reset();
+    decider_server_destroy(&e.server);
+    ipl_metrics_destroy(&metrics);
 }
 
 int main(int argc, char **argv)
@@ -249,12 +325,13 @@ int main(int argc, char **argv)
     double seconds = (double)bench_arg_int(argc, argv, "seconds", 3);
     const char *suffix = bench_arg(argc, argv, "suffix", "");
     const char *decider_ipc = bench_arg(argc, argv, "decider-ipc", NULL);
+    const char *embedded = bench_arg(argc, argv, "embedded", NULL);
     if (!aggregator || !decider || !admin || nworkers < 1 || nworkers > S_MAX_WORKERS ||
         nreq < 1000 || window < 1 || seconds < 1)
         BENCH_DIE("usage: bench_decision --aggregator EP --decider EP --decider-admin URL "
                   "[--decider-pid PID] [--workers 1..%d] [--memberships N] [--model NAME] "
                   "[--requests >= 1000] [--window N] [--seconds N] [--suffix NAME] "
-                  "[--decider-ipc EP]",
+                  "[--decider-ipc EP] [--embedded SUB,SNAPSHOT,POLICY_SUB,POLICY_REQ]",
                   S_MAX_WORKERS);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     void *ctx = zmq_ctx_new();
@@ -342,6 +419,11 @@ int main(int argc, char **argv)
         snprintf(name, sizeof name, "decisions_per_decider_cpu_s%s", suffix);
         bench_figure(name, (double)done / (cpu1 - cpu0), "decisions/s",
                      "per second of the decider process's CPU time (one decider core)");
+    }
+
+    if (embedded) { /* as it runs by default, then busy-polling (--busy-poll-us 200) */
+        s_embedded(embedded, 0, "_inproc", reqs, nreq, nworkers, want.memberships, suffix);
+        s_embedded(embedded, 200, "_inproc_busy", reqs, nreq, nworkers, want.memberships, suffix);
     }
 
     atomic_store(&loads.stop, true);
