@@ -113,14 +113,7 @@ static void s_feed_piece(void *arg, int worker, uint64_t prompt, const uint64_t 
                          uint32_t n)
 {
     s_feed_t *f = arg;
-    ipl_kv_event_t ev = {.worker = (char *)f->loads->names[worker],
-                         .epoch = 1,
-                         .src_seq = prompt,
-                         .op = IPL_KV_OP_STORED,
-                         .parent = i ? hashes[i - 1] : 0, /* as the collector sends */
-                         .hashes = (uint64_t *)hashes + i,
-                         .hashes_len = n,
-                         .block_size = S_BLOCK};
+    ipl_kv_event_t ev = bench_world_stored(f->loads->names[worker], prompt, hashes, i, n, S_BLOCK);
     bench_encode(IPL_MSG_KV_EVENT, &ev, &f->fd->buf);
     if (zmq_send(f->fd->push, f->fd->buf.data, f->fd->buf.size, 0) < 0)
         BENCH_DIE("send KV_EVENT: %s", zmq_strerror(zmq_errno()));

@@ -59,14 +59,7 @@ static void s_piece(void *arg, int worker, uint64_t prompt, const uint64_t *hash
 {
     s_world_t *w = arg;
     ipl_msg_t m = {.type = IPL_MSG_KV_EVENT};
-    m.u.kv_event = (ipl_kv_event_t){.worker = w->names[worker],
-                                    .epoch = 1,
-                                    .src_seq = prompt,
-                                    .op = IPL_KV_OP_STORED,
-                                    .parent = i ? hashes[i - 1] : 0,
-                                    .hashes = (uint64_t *)hashes + i,
-                                    .hashes_len = n,
-                                    .block_size = S_BLOCK};
+    m.u.kv_event = bench_world_stored(w->names[worker], prompt, hashes, i, n, S_BLOCK);
     if (decider_state_apply(w->state, &m, ipl_mono_ms()) != 0) BENCH_DIE("KV_EVENT");
 }
 

@@ -106,6 +106,22 @@ static inline ipl_route_req_t bench_world_request(const bench_world_t *wd, uint3
                              .brief = 1};
 }
 
+/* The KV_EVENT STORED of blocks i .. i + n of prompt `prompt` (`hashes`: all its blocks) that
+ * a collector sends for `worker`: the parent hint is the block before, as collectors give it. */
+static inline ipl_kv_event_t bench_world_stored(const char *worker, uint64_t prompt,
+                                                const uint64_t *hashes, uint32_t i, uint32_t n,
+                                                uint64_t block)
+{
+    return (ipl_kv_event_t){.worker = (char *)worker,
+                            .epoch = 1,
+                            .src_seq = prompt,
+                            .op = IPL_KV_OP_STORED,
+                            .parent = i ? hashes[i - 1] : 0,
+                            .hashes = (uint64_t *)hashes + i,
+                            .hashes_len = n,
+                            .block_size = block};
+}
+
 /* One piece of a prompt a worker stores (a BlockStored event): blocks i .. i + n of prompt
  * `prompt`, whose hashes are `hashes` (all BENCH_PROMPT of them). */
 typedef void bench_world_piece_fn(void *arg, int worker, uint64_t prompt, const uint64_t *hashes,

@@ -11,6 +11,8 @@
  *   zmq_rtt_p50_us_route, zmq_rtt_p99_us_route    4,700 B request, 100 B reply
  *   zmq_rtt_p50_us_route_ipc, _p99_us_route_ipc   the same over ipc:// (a Unix socket): the
  *                                                 floor for a gateway on the decider's host
+ *   zmq_rtt_p50_us_route_inproc, _p99_...         the same over inproc:// between two threads
+ *                                                 of one context (no I/O thread)
  *
  *   build/bench/bench_zmq [--round-trips 20000]
  */
@@ -82,8 +84,10 @@ static void s_run(void *ctx, void *echo_ctx, const char *bind, const char *what,
     double p99 = (double)bench_quantile(lat, n, 0.99) / 1e3;
     char name[64], note[128];
     snprintf(note, sizeof note, "%s, %zu B request / %zu B reply, %zu round trips",
-             strncmp(bind, "ipc:", 4) ? "TCP loopback" : "ipc:// (Unix socket)", req_size, rep_size,
-             n);
+             !strncmp(bind, "ipc:", 4)      ? "ipc:// (Unix socket)"
+             : !strncmp(bind, "inproc:", 7) ? "inproc:// (one context, no I/O thread)"
+                                            : "TCP loopback",
+             req_size, rep_size, n);
     snprintf(name, sizeof name, "zmq_rtt_p50_us_%s", what);
     bench_figure(name, p50, "us", note);
     snprintf(name, sizeof name, "zmq_rtt_p99_us_%s", what);
@@ -105,6 +109,9 @@ int main(int argc, char **argv)
     s_run(ctx, echo_ctx, "tcp://127.0.0.1:*", "64b", 64, 64, n);
     s_run(ctx, echo_ctx, "tcp://127.0.0.1:*", "route", 4700, 100, n);
     s_run(ctx, echo_ctx, "ipc://*", "route_ipc", 4700, 100, n);
+    // inproc:// joins two sockets of one context with no I/O thread: the transport a decider
+    // embedded in its client would use (bench_decision's decision_*_inproc).
+    s_run(ctx, ctx, "inproc://bench-zmq-route", "route_inproc", 4700, 100, n);
     zmq_ctx_term(ctx);
     zmq_ctx_term(echo_ctx);
     return 0;

@@ -454,9 +454,8 @@ class TestDecider(unittest.TestCase):
         self.assertEqual((rep["req_id"], rep["status"], rep["reason"]), (43, 1, "no_pool"))
         _, _, metrics = http("GET", s.decider.admin_url + "/metrics")
         self.assertIn(b'inferplane_decider_decisions_total{reason="no_pool"} 1', metrics)
-        # Garbage on every socket the decider listens on: dropped, counted, still serving (a
-        # mangled frame may still be a valid ROUTE_REQ: one cut before its optional trailing
-        # fields is, and is answered).
+        # Garbage on every socket the decider listens on: dropped, counted, still serving (poke
+        # never sends a frame that decodes, so nothing poked is decided: no_pool stays 1).
         self.assertEqual(zmq_poke(s.ep["decider"], "dealer", count=300), 0)
         self.assertEqual(zmq_poke(s.ep["decider"], "raw", count=50), 0)
         dealer.send([b"\x93\x01\x07"])  # truncated ROUTE_REQ
@@ -465,6 +464,7 @@ class TestDecider(unittest.TestCase):
         self.assertEqual(decode_route_rep(dealer.recv()[0])["req_id"], 44)
         status, _, metrics = http("GET", s.decider.admin_url + "/metrics")
         self.assertIn(b'inferplane_frames_dropped_total{socket="listen"', metrics)
+        self.assertIn(b'inferplane_decider_decisions_total{reason="no_pool"} 1', metrics)
         self.assertIn(b"inferplane_decider_decision_seconds_bucket", metrics)
         self.assertTrue(s.decider.alive())
         # inferplanectl route talks to the same socket.

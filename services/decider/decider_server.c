@@ -797,8 +797,8 @@ void decider_server_run(decider_server_t *self)
             break;
         }
         if (n <= 0) continue;
-            // A quiet socket's fd may be readable without a message (a command): draining finds
-            // nothing and leaves it quiet again.
+        // A quiet socket's fd may be readable without a message (a command): draining finds
+        // nothing and leaves it quiet again.
 #define S_READY(k) (at[k] >= 0 && (items[at[k]].revents & ZMQ_POLLIN))
         // The state sockets may be replaced by any of these steps: look them up again.
         if (S_READY(S_MONITOR) && self->sub_monitor) s_drain_monitor(self);
