@@ -500,6 +500,40 @@ class TestDecider(unittest.TestCase):
             self.assertEqual(out.returncode, 2, out.stderr)
             self.assertIn("--busy-poll-us must be 0..10000", out.stderr)
 
+    def test_cpu_pinning(self):
+        """--cpu N: the loop thread (the main thread) and ZeroMQ's I/O thread run on core N only,
+        the admin server's threads stay free, answers are unchanged; a core the process may not
+        use is refused with the ones it may."""
+        allowed = sorted(os.sched_getaffinity(0))
+        core = allowed[-1]
+        s = DeciderStack(self, decider_args=["--cpu", str(core)])
+        s.wait_loads()
+        dealer = Zmtp(s.ep["decider"], "DEALER")
+        self.addCleanup(dealer.close)
+        dealer.send([route_req(300, MODEL, chain(4), prompt_tokens=70, brief=1)])
+        rep = decode_route_rep(dealer.recv()[0])
+        self.assertEqual((rep["req_id"], rep["status"]), (300, 0), rep)
+        pid = s.decider.proc.pid
+        threads = {}
+        for tid in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
+                name = f.read().strip()
+            threads[int(tid)] = (name, os.sched_getaffinity(int(tid)))
+        self.assertEqual(threads[pid][1], {core}, threads)
+        io = [aff for name, aff in threads.values() if name.startswith("ZMQbg/IO")]
+        self.assertTrue(io, threads)
+        for aff in io:
+            self.assertEqual(aff, {core}, threads)
+        if len(allowed) > 1:  # the others (admin HTTP, policy view) keep every core
+            self.assertTrue(any(aff == set(allowed) for _, aff in threads.values()), threads)
+        self.assertLess(s.decider.stop(), 2.0)
+        for bad, msg in (("4095", "--cpu 4095: this process may run on cores "),
+                         ("-2", "--cpu must be -1 (no pinning) or a core number")):
+            out = subprocess.run([binary("inferplane-decider"), "--cpu", bad],
+                                 capture_output=True, text=True, timeout=10)
+            self.assertEqual(out.returncode, 2, out.stderr)
+            self.assertIn(msg, out.stderr)
+
     def test_resync_after_aggregator_restart(self):
         s = DeciderStack(self)
         s.wait_loads()

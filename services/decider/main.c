@@ -7,6 +7,7 @@
 
 #include "decider_router.h"
 #include "decider_server.h"
+#include "ipl_cpu.h"
 #include "ipl_log.h"
 #include "ipl_service.h"
 
@@ -26,7 +27,7 @@ int main(int argc, char **argv)
     snprintf(strategy_bad, sizeof strategy_bad, "--strategy must be one of: %s",
              decider_router_strategies());
     int64_t load_gate = 0, ttl_ms = 0, stale_ms = 0, seed = 0, snapshot_timeout_ms = 0,
-            silence_ms = 0, observe_window_ms = 0, busy_poll_us = 0;
+            silence_ms = 0, observe_window_ms = 0, busy_poll_us = 0, cpu = -1;
 
     ipl_service_t *svc = ipl_service_new("decider",
                                          "decision server: picks the worker for each request "
@@ -94,6 +95,11 @@ int main(int argc, char **argv)
                    "sleeping: a request arriving meanwhile skips the thread wake-up (~20 us of "
                    "latency on a shared VM) at the price of up to one core while traffic lasts "
                    "(0: sleep at once; at most 10000)");
+    ipl_config_add(c, "cpu", IPL_OPT_INT, &cpu, "-1",
+                   "pin the decision loop and ZeroMQ's I/O thread to this core, so a request "
+                   "is handed between them on one core instead of waking another (the admin "
+                   "server and the policy view stay unpinned; give the decider this core to "
+                   "itself) (-1: no pinning)");
     ipl_config_add(c, "seed", IPL_OPT_INT, &seed, "0",
                    "seed for tie-breaks and the random strategy (0: from the clock)");
     int rc = ipl_service_start(svc, argc, argv);
@@ -115,6 +121,11 @@ int main(int argc, char **argv)
               ">= 100";
     else if (busy_poll_us < 0 || busy_poll_us > 10000)
         bad = "--busy-poll-us must be 0..10000";
+    char cpu_err[256];
+    if (!bad && (cpu < -1 || cpu > 65535))
+        bad = "--cpu must be -1 (no pinning) or a core number";
+    else if (!bad && cpu != -1 && ipl_cpu_check((int)cpu, cpu_err, sizeof cpu_err) != 0)
+        bad = cpu_err;
     if (bad) {
         fprintf(stderr, "inferplane-decider: %s\n", bad);
         ipl_service_destroy(&svc);
@@ -145,6 +156,7 @@ int main(int argc, char **argv)
     cfg.peers = peers;
     cfg.tokenizer = tokenizer;
 
+    if (cpu >= 0) ipl_cpu_pin_zmq_io((int)cpu); /* before the first socket */
     char err[512];
     decider_server_t *server = decider_server_new(&cfg, ipl_service_metrics(svc), err, sizeof err);
     if (!server) {
@@ -170,6 +182,8 @@ int main(int argc, char **argv)
              ipl_log_quote(q3, sizeof q3, state_snapshot), strategy,
              ipl_log_quote(q4, sizeof q4, peer_pub ? peer_pub : ""),
              ipl_log_quote(q5, sizeof q5, peers ? peers : ""));
+    /* Pinned last, so that the threads made above (admin server, policy view) stay free. */
+    if (cpu >= 0 && ipl_cpu_pin_thread((int)cpu) == 0) IPL_INFO("pinned", "cpu=%d", (int)cpu);
     decider_server_run(server);
     IPL_INFO("stopping", NULL);
     ipl_service_stop(svc); /* admin stopped before the state its handlers read goes away */
