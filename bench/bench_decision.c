@@ -266,7 +266,11 @@ static void s_embedded(const char *eps, uint64_t busy_poll_us, const char *trans
     for (char *t = strtok_r(buf, ",", &save); t && n < 4; t = strtok_r(NULL, ",", &save))
         part[n++] = t;
     if (n != 4) BENCH_DIE("--embedded: state_sub,state_snapshot,policy_sub,policy_req");
-    decider_server_config_t cfg = {.listen = "inproc://bench-decider",
+    /* A name per run: a closed ROUTER releases its inproc:// name asynchronously (libzmq's
+     * reaper), so binding the same name again at once may fail with EADDRINUSE. */
+    char listen[64];
+    snprintf(listen, sizeof listen, "inproc://bench-decider%s", transport);
+    decider_server_config_t cfg = {.listen = listen,
                                    .state_sub = part[0],
                                    .state_snapshot = part[1],
                                    .policy_sub = part[2],
@@ -292,7 +296,9 @@ static void s_embedded(const char *eps, uint64_t busy_poll_us, const char *trans
     }
     usleep(300000); /* a load sample of every worker after the snapshot */
     /* czmq's context: inproc:// needs the server's */
-    zsock_t *dealer = zsock_new_dealer(">inproc://bench-decider");
+    char connect[80];
+    snprintf(connect, sizeof connect, ">%s", listen);
+    zsock_t *dealer = zsock_new_dealer(connect);
     if (!dealer) BENCH_DIE("inproc DEALER");
     s_client_t c = {.dealer = zsock_resolve(dealer), .reqs = reqs};
     s_latency(&c, nreq, nworkers, memberships, transport, suffix);

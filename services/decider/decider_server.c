@@ -14,6 +14,7 @@
 #include <czmq.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,7 +52,6 @@ struct decider_server {
     char id[128];
     zsock_t *listen, *sub, *dealer;
     zsock_t *sub_monitor;    // PAIR receiving the SUB's connect events
-    unsigned sub_generation; // names the monitor endpoint of each SUB
     bool sub_connected;      // the SUB is connected now
     bool sub_ever_connected; // a connect after this one is a reconnect
     uint64_t follow_ms;      // monotonic time the SUB was created
@@ -414,8 +414,11 @@ static int s_follow(decider_server_t *self)
     zsock_set_rcvhwm(self->sub, 1000000); // a gap costs a full resync: buffer generously
     zsock_set_subscribe(self->sub, "");
     char monitor[96];
-    snprintf(monitor, sizeof monitor, "inproc://decider-sub-monitor-%p-%u", (void *)self,
-             ++self->sub_generation);
+    /* Unique in the process: a closed monitor releases its inproc:// name asynchronously,
+     * and a later server may be allocated at the same address (two in one process). */
+    static atomic_uint generation;
+    snprintf(monitor, sizeof monitor, "inproc://decider-sub-monitor-%u",
+             atomic_fetch_add(&generation, 1) + 1);
     if (zmq_socket_monitor(zsock_resolve(self->sub), monitor,
                            ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) != 0 ||
         !(self->sub_monitor = zsock_new_pair(monitor))) {
