@@ -62,6 +62,7 @@ $(LIB): $(LIB_OBJ)
 
 # A service that reuses another service's classes names it here (it links that archive too).
 clustersim_USES := decider sim
+gateway_USES    := decider
 
 # One process per services/<name>/: main.c plus its classes; the classes (all but main.c)
 # also form a per-service archive that the service's unit tests link against.

@@ -52,6 +52,7 @@ struct ipl_config {
     bool help;         // target of --help
     bool version;      // target of --version
     char *config_path; // target of --config (points at that option's owned string)
+    char env_prefix[32]; // S_ENV_PREFIX unless ipl_config_env_prefix
 };
 
 // A parsed value before it is stored into the target.
@@ -189,6 +190,7 @@ ipl_config_t *ipl_config_new(const char *program, const char *summary)
     if (!self) return NULL;
     self->program = strdup(program ? program : "inferplane");
     self->summary = strdup(summary ? summary : "");
+    snprintf(self->env_prefix, sizeof self->env_prefix, "%s", S_ENV_PREFIX);
     if (!self->program || !self->summary) {
         ipl_config_destroy(&self);
         return NULL;
@@ -569,11 +571,17 @@ static int s_load_file(ipl_config_t *self, const char *path, char *err, size_t e
 
 // --- environment ----------------------------------------------------------------------------
 
-static void s_env_name(const char *name, char *buf, size_t size)
+void ipl_config_env_prefix(ipl_config_t *self, const char *prefix)
 {
-    int n = snprintf(buf, size, S_ENV_PREFIX "%s", name);
+    if (!self || !prefix || strlen(prefix) >= sizeof self->env_prefix) abort();
+    snprintf(self->env_prefix, sizeof self->env_prefix, "%s", prefix);
+}
+
+static void s_env_name(const ipl_config_t *self, const char *name, char *buf, size_t size)
+{
+    int n = snprintf(buf, size, "%s%s", self->env_prefix, name);
     (void)n;
-    for (char *p = buf + strlen(S_ENV_PREFIX); *p; p++)
+    for (char *p = buf + strlen(self->env_prefix); *p; p++)
         *p = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
 }
 
@@ -583,7 +591,7 @@ static int s_load_env(ipl_config_t *self, char *err, size_t errlen)
         s_opt_t *opt = &self->opts[i];
         if (opt->kind != S_USER) continue;
         char env[160];
-        s_env_name(opt->name, env, sizeof env);
+        s_env_name(self, opt->name, env, sizeof env);
         const char *text = getenv(env);
         if (!text) continue;
         char where[200];
@@ -617,7 +625,7 @@ static int s_check_ranges(const ipl_config_t *self, char *err, size_t errlen)
         if (v >= opt->min && v <= opt->max) continue;
         char where[192], env[128];
         if (!strcmp(opt->source, "env")) {
-            s_env_name(opt->name, env, sizeof env);
+            s_env_name(self, opt->name, env, sizeof env);
             snprintf(where, sizeof where, "env %s", env);
         } else if (!strcmp(opt->source, "file")) {
             snprintf(where, sizeof where, "%s:%lu: %s", self->config_path, opt->file_line,
@@ -635,7 +643,9 @@ int ipl_config_parse(ipl_config_t *self, int argc, char **argv, char *err, size_
 {
     s_err(err, errlen, "%s", "");
     char name[128];
-    const char *config_path = getenv(S_ENV_PREFIX "CONFIG");
+    char config_env[64];
+    snprintf(config_env, sizeof config_env, "%sCONFIG", self->env_prefix);
+    const char *config_path = getenv(config_env);
     const char *config_source = "env";
 
     // Pass 1: syntax, values, --help/--version/--config. Nothing is stored yet.
@@ -724,7 +734,7 @@ void ipl_config_print_help(const ipl_config_t *self, void *out)
             fprintf(f, "  %-30s %s", left, opt->help);
             if (opt->kind == S_USER) {
                 char env[160];
-                s_env_name(opt->name, env, sizeof env);
+                s_env_name(self, opt->name, env, sizeof env);
                 if (opt->defval)
                     fprintf(f, " (default %s; env %s)", opt->defval[0] ? opt->defval : "\"\"", env);
                 else

@@ -52,6 +52,11 @@ void ipl_config_add(ipl_config_t *self, const char *name, ipl_opt_type_t type, v
  * "env INFERPLANE_PORT: ...", "FILE:LINE: port: ..."). Aborts on a programmer error. */
 void ipl_config_range(ipl_config_t *self, const char *name, double min, double max);
 
+/* Reads the environment under `prefix` instead of "INFERPLANE_" (copied; at most 31 bytes,
+ * else aborts): a second set of options in one process (the gateway's embedded decider reads
+ * INFERPLANE_DECIDER_*, INFERPLANE_DECIDER_CONFIG). Call before ipl_config_parse. */
+void ipl_config_env_prefix(ipl_config_t *self, const char *prefix);
+
 /* Parses defaults, then the YAML file, then the environment, then argv.
  * Returns 0 to proceed, 1 when --help or --version was printed to stdout (exit 0), or a
  * negative code with a one-line human error in `err` (exit 2): IPL_E_TYPE / IPL_E_RANGE for a

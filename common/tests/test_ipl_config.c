@@ -37,7 +37,9 @@ typedef struct {
 static const char *s_env_vars[] = {"INFERPLANE_LISTEN", "INFERPLANE_ADMIN_LISTEN",
                                    "INFERPLANE_MODEL",  "INFERPLANE_MAX_BODY_BYTES",
                                    "INFERPLANE_RATIO",  "INFERPLANE_VERBOSE",
-                                   "INFERPLANE_CONFIG", "INFERPLANE_UNRELATED"};
+                                   "INFERPLANE_CONFIG", "INFERPLANE_UNRELATED",
+                                   "INFERPLANE_DECIDER_LISTEN", "INFERPLANE_DECIDER_CONFIG",
+                                   "INFERPLANE_DECIDER_MAX_BODY_BYTES"};
 
 static int s_setup(void **state)
 {
@@ -175,6 +177,33 @@ static void test_precedence(void **state)
     assert_int_equal(S_PARSE(f, "--config=/nonexistent/x.yaml"), IPL_E_IO);
     assert_string_equal(f->err, "--config /nonexistent/x.yaml: cannot open: No such file or "
                                 "directory");
+}
+
+// A second set of options in one process reads its own environment, file variable included.
+static void test_env_prefix(void **state)
+{
+    s_fixture_t *f = *state;
+    const char *path = s_write_yaml(f, "model: prefixed-file\n");
+    setenv("INFERPLANE_LISTEN", "gateway:1", 1);
+    setenv("INFERPLANE_CONFIG", "/nonexistent/gateway.yaml", 1);
+    setenv("INFERPLANE_DECIDER_LISTEN", "decider:1", 1);
+    setenv("INFERPLANE_DECIDER_CONFIG", path, 1);
+    ipl_config_env_prefix(f->config, "INFERPLANE_DECIDER_");
+    assert_int_equal(S_PARSE0(f), 0);
+    assert_string_equal(f->listen, "decider:1");
+    assert_string_equal(f->model, "prefixed-file");
+    assert_string_equal(f->admin_listen, "127.0.0.1:9106"); // INFERPLANE_ADMIN_LISTEN unset
+    setenv("INFERPLANE_DECIDER_MAX_BODY_BYTES", "lots", 1);
+    assert_int_equal(S_PARSE0(f), IPL_E_TYPE);
+    assert_non_null(strstr(f->err, "env INFERPLANE_DECIDER_MAX_BODY_BYTES"));
+    FILE *out = tmpfile();
+    ipl_config_print_help(f->config, out);
+    char help[4096] = "";
+    rewind(out);
+    size_t n = fread(help, 1, sizeof help - 1, out);
+    fclose(out);
+    help[n] = '\0';
+    assert_non_null(strstr(help, "env INFERPLANE_DECIDER_LISTEN"));
 }
 
 static void test_ranges(void **state)
@@ -462,6 +491,7 @@ int main(void)
         T(test_defaults),
         T(test_flag_forms),
         T(test_precedence),
+        T(test_env_prefix),
         T(test_ranges),
         T(test_env_values),
         T(test_unknown_flag_hints),

@@ -28,7 +28,9 @@ def policy_yaml(sims, model=MODEL, pool="chat", strategy="ttft", block_size=16):
 
 class Cluster:
     def __init__(self, test, workers=3, time_scale=10, sim_extra=None, strategy="ttft",
-                 tokenizer=None):
+                 tokenizer=None, embedded=False):
+        """embedded: no decider process; the gateway runs one (--decider embedded), which
+        also listens on ep["decider"] (tcp://) and serves /v1/route on the gateway's admin."""
         st = self.stack = Stack(test)
         tok = ["--tokenizer", tokenizer] if tokenizer else []
         self.sims = [st.start_sim(name="w%d" % i,
@@ -47,21 +49,32 @@ class Cluster:
         s["aggregator"] = st.start("aggregator", ["--pull", ep["agg_pull"], "--pub", ep["agg_pub"],
                                                   "--snapshot", ep["agg_snap"]])
         s["collector"] = st.start("collector", ["--aggregator", ep["agg_pull"]] + policy_args)
-        s["decider"] = st.start("decider", ["--listen", ep["decider"], "--state-sub", ep["agg_pub"],
-                                            "--state-snapshot", ep["agg_snap"]] + policy_args
-                                + tok)
+        decider = ["--decider", ep["decider"]]
+        if embedded:
+            self.decider_config = st.write("decider.yaml", "".join(
+                "%s: %s\n" % kv for kv in (
+                    ("listen", ep["decider"]), ("state-sub", ep["agg_pub"]),
+                    ("state-snapshot", ep["agg_snap"]), ("policy-sub", ep["pol_pub"]),
+                    ("policy-req", ep["pol_rep"]), ("tokenizer", tokenizer or "builtin"))))
+            decider = ["--decider", "embedded", "--decider-config", self.decider_config]
+        else:
+            s["decider"] = st.start("decider", ["--listen", ep["decider"],
+                                                "--state-sub", ep["agg_pub"],
+                                                "--state-snapshot", ep["agg_snap"]]
+                                    + policy_args + tok)
         s["exporter"] = st.start("exporter", ["--pull", ep["exp_pull"]])
         gw_port = free_port()
         s["gateway"] = st.start("gateway", ["--listen", "127.0.0.1:%d" % gw_port,
-                                            "--decider", ep["decider"],
-                                            "--exporter", ep["exp_pull"]] + policy_args + tok)
+                                            "--exporter", ep["exp_pull"]] + decider
+                                + policy_args + tok)
         self.api = "http://127.0.0.1:%d" % gw_port
-        self.decider_url = s["decider"].admin_url
+        self.decider_url = s["gateway" if embedded else "decider"].admin_url
         # Every ZeroMQ socket a service listens on, with the socket type that talks to it.
         self.zmq_endpoints = [
             ("aggregator", ep["agg_pull"], "push"), ("aggregator", ep["agg_snap"], "dealer"),
             ("aggregator", ep["agg_pub"], "sub"), ("policy", ep["pol_rep"], "dealer"),
-            ("policy", ep["pol_pub"], "sub"), ("decider", ep["decider"], "dealer"),
+            ("policy", ep["pol_pub"], "sub"),
+            ("gateway" if embedded else "decider", ep["decider"], "dealer"),
             ("exporter", ep["exp_pull"], "push"),
         ]
 

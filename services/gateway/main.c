@@ -6,20 +6,83 @@
  *                          ├──HTTP (libcurl, streamed)──► worker
  *                          └──RECORD (PUSH)──► exporter
  *
+ * With `--decider embedded` a decider runs inside this process instead (decider_server, the
+ * same code as inferplane-decider, its settings from --decider-config and INFERPLANE_DECIDER_*):
+ * the gateway asks it over inproc:// — no TCP, no ZeroMQ I/O thread on either side — and the
+ * main thread runs its loop. Its admin routes (/v1/route, /debug/state, /debug/model) and
+ * metrics join the gateway's; the gateway is ready when both are.
+ *
  * main only declares the flags and wires the service together; see gateway_server.h.
  */
 #include <poll.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "decider/decider_options.h"
+#include "decider/decider_server.h"
 #include "gateway_server.h"
+#include "ipl_config.h"
 #include "ipl_log.h"
 #include "ipl_service.h"
 #include "ipl_signal.h"
 
+#define S_EMBEDDED_ENDPOINT "inproc://inferplane-embedded-decider"
+
+/* Readiness of the gateway and, when embedded, of its decider. */
+typedef struct {
+    gateway_server_t *gateway;
+    decider_server_t *decider; /* NULL unless --decider embedded */
+} s_parts_t;
+
+static bool s_ready(void *arg, char *detail, size_t size)
+{
+    s_parts_t *p = arg;
+    if (!gateway_server_ready(p->gateway, detail, size)) return false;
+    if (!p->decider) return true;
+    char d[256];
+    bool ok = decider_server_ready(p->decider, d, sizeof d);
+    if (!ok) snprintf(detail, size, "embedded decider: %s", d);
+    return ok;
+}
+
+/* The embedded decider's settings: --decider-config FILE (or INFERPLANE_DECIDER_CONFIG), then
+ * INFERPLANE_DECIDER_* variables. NULL with a message in err. `*config_p` is set to the config
+ * that owns the options' strings (destroy it after the server). */
+static decider_server_t *s_embedded_decider(const char *file, decider_options_t *o,
+                                            ipl_config_t **config_p, ipl_metrics_t *metrics,
+                                            char *err, size_t errlen)
+{
+    ipl_config_t *c = *config_p =
+        ipl_config_new("inferplane-gateway --decider-config", "the embedded decider");
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    ipl_config_env_prefix(c, "INFERPLANE_DECIDER_");
+    decider_options_add(o, c, true);
+    char *args[] = {"inferplane-gateway", "--config", (char *)file, NULL};
+    char why[400];
+    int rc = ipl_config_parse(c, file ? 3 : 1, args, why, sizeof why);
+    if (rc == 0) rc = decider_options_check(o, why, sizeof why);
+    if (rc != 0) {
+        snprintf(err, errlen, "--decider-config: %s", why);
+        return NULL;
+    }
+    decider_server_config_t dc;
+    decider_options_server_config(o, &dc);
+    char listen[1024];
+    snprintf(listen, sizeof listen, "%s%s%s", S_EMBEDDED_ENDPOINT, o->listen[0] ? "," : "",
+             o->listen);
+    dc.listen = listen; /* copied by the server */
+    decider_server_t *d = decider_server_new(&dc, metrics, why, sizeof why);
+    if (!d) snprintf(err, errlen, "embedded decider: %s", why);
+    return d;
+}
+
 int main(int argc, char **argv)
 {
     char *listen = NULL, *decider = NULL, *exporter = NULL, *policy_sub = NULL, *policy_req = NULL,
-         *tokenizer = NULL;
+         *tokenizer = NULL, *decider_config = NULL;
     int64_t block_size = 16, max_body = 8388608, route_timeout_ms = 1000,
             upstream_timeout_ms = 600000, connect_timeout_ms = 2000;
     ipl_service_t *svc = ipl_service_new(
@@ -30,7 +93,13 @@ int main(int argc, char **argv)
     ipl_config_add(cfg, "listen", IPL_OPT_STR, &listen, "127.0.0.1:8080",
                    "address of the OpenAI-compatible API");
     ipl_config_add(cfg, "decider", IPL_OPT_STR, &decider, "tcp://127.0.0.1:7021",
-                   "ZeroMQ endpoint of the decider's ROUTER (route requests)");
+                   "ZeroMQ endpoint of the decider's ROUTER (route requests), or \"embedded\": "
+                   "run a decider inside this process, asked over inproc:// (its settings: "
+                   "--decider-config)");
+    ipl_config_add(cfg, "decider-config", IPL_OPT_STR, &decider_config, NULL,
+                   "with --decider embedded: YAML file of the embedded decider's options, those "
+                   "of inferplane-decider but --cpu (env INFERPLANE_DECIDER_<OPTION> too; its "
+                   "listen adds endpoints to the inproc:// one)");
     ipl_config_add(cfg, "exporter", IPL_OPT_STR, &exporter, "tcp://127.0.0.1:7031",
                    "ZeroMQ endpoint of the exporter's PULL socket (request records); \"\" for "
                    "none");
@@ -62,9 +131,30 @@ int main(int argc, char **argv)
         return rc > 0 ? 0 : 2;
     }
 
+    char err[512] = "";
+    bool embedded = !strcmp(decider, "embedded");
+    decider_options_t dopt;
+    ipl_config_t *dconf = NULL;
+    s_parts_t parts = {0};
+    if (decider_config && !embedded) {
+        fprintf(stderr, "inferplane-gateway: --decider-config needs --decider embedded\n");
+        ipl_service_destroy(&svc);
+        return 2;
+    }
+    if (embedded) {
+        parts.decider = s_embedded_decider(decider_config, &dopt, &dconf, ipl_service_metrics(svc),
+                                           err, sizeof err);
+        if (!parts.decider) {
+            fprintf(stderr, "inferplane-gateway: %s\n", err);
+            ipl_config_destroy(&dconf);
+            ipl_service_destroy(&svc);
+            return 2;
+        }
+    }
+
     gateway_server_config_t gc = {
         .listen = listen,
-        .decider = decider,
+        .decider = embedded ? S_EMBEDDED_ENDPOINT : decider,
         .exporter = exporter,
         .policy_sub = policy_sub,
         .policy_req = policy_req,
@@ -75,18 +165,26 @@ int main(int argc, char **argv)
         .upstream_timeout_ms = (int)upstream_timeout_ms,
         .connect_timeout_ms = (int)connect_timeout_ms,
     };
-    char err[512] = "";
-    gateway_server_t *srv = gateway_server_new(&gc, ipl_service_metrics(svc), err, sizeof err);
+    gateway_server_t *srv = parts.gateway =
+        gateway_server_new(&gc, ipl_service_metrics(svc), err, sizeof err);
     if (!srv) {
         fprintf(stderr, "inferplane-gateway: %s\n", err);
+        decider_server_destroy(&parts.decider);
+        ipl_config_destroy(&dconf);
         ipl_service_destroy(&svc);
         return 2;
     }
-    if (ipl_service_admin(svc))
-        ipl_admin_set_ready(ipl_service_admin(svc), gateway_server_ready, srv);
+    ipl_admin_t *admin = ipl_service_admin(svc);
+    if (admin) {
+        ipl_admin_set_ready(admin, s_ready, &parts);
+        if (parts.decider) decider_server_register(parts.decider, ipl_admin_httpd(admin));
+    }
     if (ipl_service_serve(svc) != 0 || gateway_server_start(srv) != 0) {
         fprintf(stderr, "inferplane-gateway: cannot start serving\n");
+        ipl_service_stop(svc);
         gateway_server_destroy(&srv);
+        decider_server_destroy(&parts.decider);
+        ipl_config_destroy(&dconf);
         ipl_service_destroy(&svc);
         return 2;
     }
@@ -95,7 +193,12 @@ int main(int argc, char **argv)
              ipl_log_quote(quoted, sizeof quoted, listen), gateway_server_port(srv), decider,
              exporter && exporter[0] ? exporter : "-");
 
-    while (!ipl_signal_stopping()) {
+    int status = 0;
+    if (parts.decider) {
+        decider_server_run(parts.decider); /* until stopping, or its poll fails (logged) */
+        status = ipl_signal_stopping() ? 0 : 1;
+    }
+    while (!ipl_signal_stopping() && !status) {
         struct pollfd p = {.fd = ipl_signal_fd(), .events = POLLIN};
         (void)poll(&p, 1, 1000);
     }
@@ -103,8 +206,11 @@ int main(int argc, char **argv)
     IPL_INFO("stopping", NULL);
     /* /readyz stops calling into the server once stopping; unhook it anyway. The metrics
      * registry (the service's) outlives the server, which updates it until destroyed. */
-    if (ipl_service_admin(svc)) ipl_admin_set_ready(ipl_service_admin(svc), NULL, NULL);
+    if (admin) ipl_admin_set_ready(admin, NULL, NULL);
     gateway_server_destroy(&srv);
+    ipl_service_stop(svc); /* the decider's admin handlers are done before it goes */
+    decider_server_destroy(&parts.decider);
+    ipl_config_destroy(&dconf);
     ipl_service_destroy(&svc);
-    return 0;
+    return status;
 }
