@@ -32,6 +32,10 @@
  *                                      (following the same aggregator and policy service),
  *                                      over inproc:// — the decider embedded in its client;
  *                                      then _inproc_busy, the same busy-polling 200 us
+ *   decision_p50_us_gateway_inproc, _p99_us_gateway_inproc
+ *                                      with --embedded: through gateway_route (the gateway's
+ *                                      client: socket pool, req_id, encode, decode) to it —
+ *                                      what `inferplane-gateway --decider embedded` waits
  *
  *   build/bench/bench_decision --aggregator EP --decider EP --decider-admin URL
  *       [--decider-pid PID] [--workers 64] [--memberships 1000000] [--model sim-model]
@@ -53,6 +57,7 @@
 #include "bench_stack.h"
 #include "bench_world.h"
 #include "decider/decider_server.h"
+#include "gateway/gateway_route.h"
 #include "ipl_clock.h"
 #include "ipl_error.h"
 #include "ipl_index.h"
@@ -188,6 +193,37 @@ static void s_send_req(s_client_t *c, size_t k)
     c->sent++;
 }
 
+/* Prints the latency figures decision_p50_us<transport><suffix> and _p99_ of `nreq` round
+ * trips in `lat` (ns; sorted here, then freed). */
+static void s_report(uint64_t *lat, size_t nreq, int nworkers, double memberships,
+                     const char *transport, const char *suffix)
+{
+    uint64_t p99r[BENCH_ROUNDS];
+    double p99 = (double)bench_p99_of_rounds(lat, nreq, p99r) / 1e3;
+    double p50 = (double)bench_quantile(lat, nreq, 0.5) / 1e3;
+    BENCH_LOG("latency%s: p50 %.1f us; p99 per round %.1f .. %.1f us (median %.1f), over all "
+              "%.1f us; p99.9 %.1f us, max %.1f us",
+              transport, p50, (double)p99r[0] / 1e3, (double)p99r[BENCH_ROUNDS - 1] / 1e3, p99,
+              (double)bench_quantile(lat, nreq, 0.99) / 1e3,
+              (double)bench_quantile(lat, nreq, 0.999) / 1e3, (double)lat[nreq - 1] / 1e3);
+    char note[256];
+    snprintf(note, sizeof note,
+             "ZeroMQ %s round trip, 512-block prompt, %d workers, %.0f memberships; p99: median "
+             "of %d rounds",
+             !*transport                          ? "TCP"
+             : !strncmp(transport, "_gateway", 8) ? "inproc:// (gateway_route, the gateway's "
+                                                    "client, to the decider embedded)"
+             : !strncmp(transport, "_inproc", 7)  ? "inproc:// (the decider embedded)"
+                                                  : "ipc://",
+             nworkers, memberships, BENCH_ROUNDS);
+    char name[128];
+    snprintf(name, sizeof name, "decision_p50_us%s%s", transport, suffix);
+    bench_figure(name, p50, "us", note);
+    snprintf(name, sizeof name, "decision_p99_us%s%s", transport, suffix);
+    bench_figure(name, p99, "us", note);
+    free(lat);
+}
+
 /* The latency phase on client c: 2000 warm-up decisions, then `nreq` timed ones with one in
  * flight (a sample of the answers checked outside the timed part); prints
  * decision_p50_us<transport><suffix> and decision_p99_us<transport><suffix>. */
@@ -217,28 +253,40 @@ static void s_latency(s_client_t *c, size_t nreq, int nworkers, double membershi
               "request %zu bytes, reply %.0f bytes on average",
               c->replies_checked, c->ok, c->cache_hits, c->reqs[0].size,
               (double)c->reply_bytes / (double)c->replies_checked);
-    uint64_t p99r[BENCH_ROUNDS];
-    double p99 = (double)bench_p99_of_rounds(lat, nreq, p99r) / 1e3;
-    double p50 = (double)bench_quantile(lat, nreq, 0.5) / 1e3;
-    BENCH_LOG("latency%s: p50 %.1f us; p99 per round %.1f .. %.1f us (median %.1f), over all "
-              "%.1f us; p99.9 %.1f us, max %.1f us",
-              transport, p50, (double)p99r[0] / 1e3, (double)p99r[BENCH_ROUNDS - 1] / 1e3, p99,
-              (double)bench_quantile(lat, nreq, 0.99) / 1e3,
-              (double)bench_quantile(lat, nreq, 0.999) / 1e3, (double)lat[nreq - 1] / 1e3);
-    char note[256];
-    snprintf(note, sizeof note,
-             "ZeroMQ %s round trip, 512-block prompt, %d workers, %.0f memberships; p99: median "
-             "of %d rounds",
-             !*transport                         ? "TCP"
-             : !strncmp(transport, "_inproc", 7) ? "inproc:// (the decider embedded)"
-                                                 : "ipc://",
-             nworkers, memberships, BENCH_ROUNDS);
-    char name[128];
-    snprintf(name, sizeof name, "decision_p50_us%s%s", transport, suffix);
-    bench_figure(name, p50, "us", note);
-    snprintf(name, sizeof name, "decision_p99_us%s%s", transport, suffix);
-    bench_figure(name, p99, "us", note);
-    free(lat);
+    s_report(lat, nreq, nworkers, memberships, transport, suffix);
+}
+
+/* The latency phase again through the gateway's own client of the decider (gateway_route:
+ * its socket pool, req_id matching, encoding and decoding) to the embedded decider at
+ * `endpoint`: what `inferplane-gateway --decider embedded` waits per request. Prints
+ * decision_p50_us_gateway_inproc<suffix> and _p99_. */
+static void s_gateway_latency(const char *endpoint, ipl_metrics_t *metrics, msgpack_sbuffer *reqs,
+                              size_t nreq, int nworkers, double memberships, const char *suffix)
+{
+    gateway_route_t *route = gateway_route_new(endpoint, 1000, metrics);
+    if (!route) BENCH_DIE("gateway_route_new");
+    static ipl_msg_t msgs[S_NREQ];
+    for (size_t k = 0; k < S_NREQ; k++)
+        if (ipl_msg_decode(reqs[k].data, reqs[k].size, &msgs[k]) != 0)
+            BENCH_DIE("request %zu does not decode", k);
+    uint64_t *lat = malloc(nreq * sizeof *lat);
+    size_t failed = 0;
+    for (size_t k = 0; k < 2000 + nreq; k++) { /* 2000 warm-up, then timed */
+        ipl_msg_t rep;
+        uint64_t a = bench_now_ns();
+        int rc = gateway_route_ask(route, &msgs[k % S_NREQ].u.route_req, &rep);
+        uint64_t b = bench_now_ns();
+        if (rc != 0) BENCH_DIE("gateway_route_ask: %s", ipl_strerror(rc));
+        failed += rep.u.route_rep.status != IPL_ROUTE_OK;
+        ipl_msg_clear(&rep);
+        if (k >= 2000) lat[k - 2000] = b - a;
+    }
+    if (failed) BENCH_DIE("%zu decisions failed through gateway_route", failed);
+    s_report(lat, nreq, nworkers, memberships, "_gateway_inproc", suffix);
+    for (size_t k = 0; k < S_NREQ; k++)
+        ipl_msg_clear(&msgs[k]);
+    gateway_route_stop(route);
+    gateway_route_destroy(&route);
 }
 
 /* The decider embedded: a decider_server in a thread of this process, following the same
@@ -303,6 +351,8 @@ static void s_embedded(const char *eps, uint64_t busy_poll_us, const char *trans
     s_client_t c = {.dealer = zsock_resolve(dealer), .reqs = reqs};
     s_latency(&c, nreq, nworkers, memberships, transport, suffix);
     zsock_destroy(&dealer);
+    if (!busy_poll_us)
+        s_gateway_latency(listen, metrics, reqs, nreq, nworkers, memberships, suffix);
     ipl_signal_request_stop(); /* the server's loop returns within its 100 ms tick */
     pthread_join(t, NULL);
     ipl_signal_reset();
