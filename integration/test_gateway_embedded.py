@@ -13,7 +13,8 @@ import subprocess
 import unittest
 
 from lib.cluster import MODEL, Cluster
-from lib.harness import Stack, binary, http, http_json, wait_until, zmq_poke
+from lib.harness import Stack, binary, http, http_json, wait_until, zmq_endpoint, zmq_poke
+from test_decider import policy_yaml
 from test_stack import chat, text
 
 
@@ -79,21 +80,42 @@ class TestGatewayEmbedded(unittest.TestCase):
         self.assertEqual(gw.proc.returncode, 0, gw.log())
 
     def test_not_ready_until_the_decider_is(self):
-        """No policy service and no aggregator: the gateway starts, and /readyz says what the
-        embedded decider waits for."""
+        """A policy service but no aggregator: the gateway starts, and /readyz says what the
+        embedded decider waits for. The decider tokenizes /v1/route prompts with the gateway's
+        --tokenizer when its own file names none."""
         st = Stack(self)
+        pol = {k: zmq_endpoint() for k in ("pub", "rep")}
+        pdir = os.path.dirname(st.write("policy/p.yaml", policy_yaml(["w0", "w1"])))
+        st.start("policy", ["--dir", pdir, "--pub", pol["pub"], "--rep", pol["rep"]])
         path = st.write("decider.yaml", "state-sub: tcp://127.0.0.1:9\n"
-                                        "state-snapshot: tcp://127.0.0.1:9\n")
+                                        "state-snapshot: tcp://127.0.0.1:9\n"
+                                        "policy-sub: %s\npolicy-req: %s\n"
+                                        % (pol["pub"], pol["rep"]))
+        tok = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common", "tests",
+                           "data", "bpe_qwen2_tiny.json")
         gw = st.start("gateway", ["--listen", "127.0.0.1:0", "--decider", "embedded",
-                                  "--decider-config", path, "--policy-sub", "tcp://127.0.0.1:9",
-                                  "--policy-req", "tcp://127.0.0.1:9"], ready=False)
+                                  "--decider-config", path, "--policy-sub", pol["pub"],
+                                  "--policy-req", pol["rep"], "--tokenizer", tok],
+                      ready=False)
+
         def answered():
             try:
                 return http("GET", gw.admin_url + "/readyz")
             except OSError:
                 return None
-        status, _, raw = wait_until(answered, 10, what="the gateway's admin server")
+        def decider_waits():
+            r = answered()
+            return r and b"embedded decider: waiting for a state snapshot" in r[2] and r
+        status, _, raw = wait_until(decider_waits, 10, what="/readyz naming the decider")
         self.assertEqual(status, 503, raw)
+        prompt = "the quick brown fox jumps over the lazy dog"  # 26 tokens here, 17 built in
+        ids = subprocess.run([binary("inferplanectl"), "tokenize", "--tokenizer", tok],
+                             input=prompt, capture_output=True, text=True, timeout=10)
+        self.assertEqual(ids.returncode, 0, ids.stderr)
+        status, _, doc = http_json("POST", gw.admin_url + "/v1/route",
+                                   {"model": MODEL, "prompt": prompt})
+        self.assertEqual(status, 503, doc)
+        self.assertEqual(doc["prompt_tokens"], len(ids.stdout.split()), (doc, ids.stdout))
         self.assertLess(gw.stop(), 2.0)
 
     def test_bad_settings_are_refused(self):

@@ -46,11 +46,12 @@ static bool s_ready(void *arg, char *detail, size_t size)
 }
 
 /* The embedded decider's settings: --decider-config FILE (or INFERPLANE_DECIDER_CONFIG), then
- * INFERPLANE_DECIDER_* variables. NULL with a message in err. `*config_p` is set to the config
+ * INFERPLANE_DECIDER_* variables; its tokenizer, unless set there, is the gateway's. NULL with a
+ * message in err. `*config_p` is set to the config
  * that owns the options' strings (destroy it after the server). */
-static decider_server_t *s_embedded_decider(const char *file, decider_options_t *o,
-                                            ipl_config_t **config_p, ipl_metrics_t *metrics,
-                                            char *err, size_t errlen)
+static decider_server_t *s_embedded_decider(const char *file, const char *gateway_tokenizer,
+                                            decider_options_t *o, ipl_config_t **config_p,
+                                            ipl_metrics_t *metrics, char *err, size_t errlen)
 {
     ipl_config_t *c = *config_p =
         ipl_config_new("inferplane-gateway --decider-config", "the embedded decider");
@@ -73,7 +74,9 @@ static decider_server_t *s_embedded_decider(const char *file, decider_options_t 
     char listen[1024];
     snprintf(listen, sizeof listen, "%s%s%s", S_EMBEDDED_ENDPOINT, o->listen[0] ? "," : "",
              o->listen);
-    dc.listen = listen; /* copied by the server */
+    dc.listen = listen; /* read while the server is made */
+    if (!strcmp(ipl_config_source(c, "tokenizer"), "default"))
+        dc.tokenizer = gateway_tokenizer; /* /v1/route hashes prompts as the gateway does */
     decider_server_t *d = decider_server_new(&dc, metrics, why, sizeof why);
     if (!d) snprintf(err, errlen, "embedded decider: %s", why);
     return d;
@@ -142,8 +145,8 @@ int main(int argc, char **argv)
         return 2;
     }
     if (embedded) {
-        parts.decider = s_embedded_decider(decider_config, &dopt, &dconf, ipl_service_metrics(svc),
-                                           err, sizeof err);
+        parts.decider = s_embedded_decider(decider_config, tokenizer, &dopt, &dconf,
+                                           ipl_service_metrics(svc), err, sizeof err);
         if (!parts.decider) {
             fprintf(stderr, "inferplane-gateway: %s\n", err);
             ipl_config_destroy(&dconf);
