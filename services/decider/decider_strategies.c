@@ -1028,6 +1028,13 @@ struct decider_memory {
     uint64_t tick;
     uint32_t scratch[IPL_INDEX_MAX_WORKERS];
     s_backlog_t backlog[IPL_INDEX_MAX_WORKERS];
+    // The decay factors of the last drain, by its interval in ms (0: none yet; a drain spans at
+    // least 1 ms): a decision drains every candidate from the same previous decision's time, so
+    // the exp() of one serves them all — the same factors to the bit.
+    struct {
+        uint64_t dt_ms;
+        double recent, placed;
+    } decay;
     s_pending_ring_t *pending[IPL_INDEX_MAX_WORKERS]; // created on first use
 };
 
@@ -1086,27 +1093,40 @@ decider_pool_memory_t *decider_memory_pool(decider_memory_t *self, const char *n
 
 // ---- prefill backlog --------------------------------------------------------------------------
 
-static s_backlog_t *s_backlog_drained(decider_memory_t *self, int worker, uint64_t mono_ms)
+// Drains b from b->t_ms to mono_ms (> b->t_ms). Out of line: a decision reads each
+// candidate's backlog several times at one mono_ms, and only the first read drains.
+static __attribute__((noinline)) void s_backlog_drain(decider_memory_t *self, s_backlog_t *b,
+                                                      uint64_t mono_ms)
+{
+    uint64_t dt_ms = mono_ms - b->t_ms;
+    double dt = (double)dt_ms / 1000.0;
+    double budget = dt * b->tokens_per_s; // prefilled since t_ms, first come first served
+    b->tokens = fmax(0.0, b->tokens - budget);
+    while (b->n && budget > 0) {
+        double *head = &b->part[b->head];
+        double used = fmin(*head, budget);
+        *head -= used;
+        budget -= used;
+        if (*head > 0) break;
+        b->head = (b->head + 1) % S_BACKLOG_FIFO;
+        b->n--;
+    }
+    if (self->decay.dt_ms != dt_ms) {
+        self->decay.dt_ms = dt_ms;
+        self->decay.recent = exp(-dt / S_RECENT_TAU_S);
+        self->decay.placed = exp(-dt / S_PLACED_TAU_S);
+    }
+    b->recent *= self->decay.recent;
+    b->placed *= self->decay.placed;
+    b->t_ms = mono_ms;
+}
+
+// The backlog of `worker` drained to mono_ms, or NULL for an out-of-range id.
+static inline s_backlog_t *s_backlog_drained(decider_memory_t *self, int worker, uint64_t mono_ms)
 {
     if (worker < 0 || worker >= IPL_INDEX_MAX_WORKERS) return NULL;
     s_backlog_t *b = &self->backlog[worker];
-    if (mono_ms > b->t_ms) {
-        double dt = (double)(mono_ms - b->t_ms) / 1000.0;
-        double budget = dt * b->tokens_per_s; // prefilled since t_ms, first come first served
-        b->tokens = fmax(0.0, b->tokens - budget);
-        while (b->n && budget > 0) {
-            double *head = &b->part[b->head];
-            double used = fmin(*head, budget);
-            *head -= used;
-            budget -= used;
-            if (*head > 0) break;
-            b->head = (b->head + 1) % S_BACKLOG_FIFO;
-            b->n--;
-        }
-        b->recent *= exp(-dt / S_RECENT_TAU_S);
-        b->placed *= exp(-dt / S_PLACED_TAU_S);
-        b->t_ms = mono_ms;
-    }
+    if (mono_ms > b->t_ms) s_backlog_drain(self, b, mono_ms);
     return b;
 }
 
