@@ -29,6 +29,12 @@ typedef struct {
     uint32_t next;                        // slot of the next routing
     uint32_t count;                       // valid slots (<= RING)
     uint64_t base;                        // running total before the oldest valid routing
+    // The last decider_ledger_inflight_sum's answer, for routings after `memo_after`: between
+    // two routings to a worker its load sample rarely changes, so most decisions ask each ring
+    // the question it answered last. Valid until the ring changes (s_ring_add clears it).
+    bool memo_valid;
+    uint32_t memo_count;
+    uint64_t memo_after, memo_tokens;
 } s_ring_t;
 
 // One queued peer routing, in one allocation: the hashes, then the worker name.
@@ -254,6 +260,7 @@ size_t decider_ledger_match(decider_ledger_t *self, const uint64_t *hashes, size
 // arrive after later local ones). One older than everything a full ring keeps is dropped.
 static void s_ring_add(s_ring_t *r, uint64_t wall_ms, uint64_t tokens)
 {
+    r->memo_valid = false;
     if (r->count == DECIDER_LEDGER_RING) {
         if (wall_ms < r->at[r->next]) return;
         r->base += r->tokens[r->next]; // the oldest routing leaves
@@ -338,17 +345,20 @@ void decider_ledger_routed(decider_ledger_t *self, int worker, const uint64_t *h
     decider_ledger_record(self, worker, hashes, n, 0, wall_ms, mono_ms);
 }
 
-// The routings after max(since, horizon): their count, and *tokens (if set) their sum.
-static uint32_t s_inflight(const decider_ledger_t *self, int worker, uint64_t since_wall_ms,
-                           uint64_t wall_ms, uint64_t *tokens)
+// Where in-flight routings start: after the load sample (`since_wall_ms`), and within the
+// horizon before `wall_ms`.
+static uint64_t s_inflight_after(uint64_t since_wall_ms, uint64_t wall_ms)
 {
-    if (tokens) *tokens = 0;
-    if (worker < 0 || worker >= IPL_INDEX_MAX_WORKERS) return 0;
-    const s_ring_t *r = &self->ring[worker];
     uint64_t horizon = wall_ms > DECIDER_LEDGER_INFLIGHT_HORIZON_MS
                            ? wall_ms - DECIDER_LEDGER_INFLIGHT_HORIZON_MS
                            : 0;
-    uint64_t after = since_wall_ms > horizon ? since_wall_ms : horizon;
+    return since_wall_ms > horizon ? since_wall_ms : horizon;
+}
+
+// The routings of r after `after`: their count, and *tokens (if set) their sum.
+static uint32_t s_ring_after(const s_ring_t *r, uint64_t after, uint64_t *tokens)
+{
+    if (tokens) *tokens = 0;
     // The ring is in time order: the first routing after `after`, by bisection.
     uint32_t lo = 0, hi = r->count;
     while (lo < hi) {
@@ -361,6 +371,17 @@ static uint32_t s_inflight(const decider_ledger_t *self, int worker, uint64_t si
     if (tokens && lo < r->count)
         *tokens = r->cum[S_SLOT(r, r->count - 1)] - (lo ? r->cum[S_SLOT(r, lo - 1)] : r->base);
     return r->count - lo;
+}
+
+// The routings after max(since, horizon): their count, and *tokens (if set) their sum.
+static uint32_t s_inflight(const decider_ledger_t *self, int worker, uint64_t since_wall_ms,
+                           uint64_t wall_ms, uint64_t *tokens)
+{
+    if (worker < 0 || worker >= IPL_INDEX_MAX_WORKERS) {
+        if (tokens) *tokens = 0;
+        return 0;
+    }
+    return s_ring_after(&self->ring[worker], s_inflight_after(since_wall_ms, wall_ms), tokens);
 }
 
 uint32_t decider_ledger_inflight(const decider_ledger_t *self, int worker, uint64_t since_wall_ms,
@@ -377,10 +398,22 @@ uint64_t decider_ledger_inflight_tokens(const decider_ledger_t *self, int worker
     return tokens;
 }
 
-uint32_t decider_ledger_inflight_sum(const decider_ledger_t *self, int worker,
-                                     uint64_t since_wall_ms, uint64_t wall_ms, uint64_t *tokens)
+uint32_t decider_ledger_inflight_sum(decider_ledger_t *self, int worker, uint64_t since_wall_ms,
+                                     uint64_t wall_ms, uint64_t *tokens)
 {
-    return s_inflight(self, worker, since_wall_ms, wall_ms, tokens);
+    if (worker < 0 || worker >= IPL_INDEX_MAX_WORKERS) {
+        *tokens = 0;
+        return 0;
+    }
+    s_ring_t *r = &self->ring[worker];
+    uint64_t after = s_inflight_after(since_wall_ms, wall_ms);
+    if (!r->memo_valid || r->memo_after != after) {
+        r->memo_count = s_ring_after(r, after, &r->memo_tokens);
+        r->memo_after = after;
+        r->memo_valid = true;
+    }
+    *tokens = r->memo_tokens;
+    return r->memo_count;
 }
 
 size_t decider_ledger_memberships(const decider_ledger_t *self)

@@ -93,9 +93,10 @@ uint64_t decider_ledger_inflight_tokens(const decider_ledger_t *self, int worker
                                         uint64_t since_wall_ms, uint64_t wall_ms);
 
 /* Both in one pass over the ring: returns decider_ledger_inflight, *tokens gets
- * decider_ledger_inflight_tokens. */
-uint32_t decider_ledger_inflight_sum(const decider_ledger_t *self, int worker,
-                                     uint64_t since_wall_ms, uint64_t wall_ms, uint64_t *tokens);
+ * decider_ledger_inflight_tokens. Not const: each worker remembers its last answer (until a
+ * routing to it is recorded), since decisions ask most workers the same question again. */
+uint32_t decider_ledger_inflight_sum(decider_ledger_t *self, int worker, uint64_t since_wall_ms,
+                                     uint64_t wall_ms, uint64_t *tokens);
 
 /* ---- peers ------------------------------------------------------------------------------- */
 

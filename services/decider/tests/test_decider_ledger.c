@@ -219,6 +219,43 @@ static void test_inflight_matches_a_model(void **state)
     decider_ledger_destroy(&l);
 }
 
+// decider_ledger_inflight_sum remembers its last answer per worker: asked again it answers the
+// same; a routing recorded to that worker (a peer's late one too) or another question, anew.
+static void test_inflight_sum_asked_again(void **state)
+{
+    (void)state;
+    decider_ledger_t *l = decider_ledger_new(2000);
+    int a = decider_ledger_worker(l, "a"), b = decider_ledger_worker(l, "b");
+    decider_ledger_record(l, a, NULL, 0, 100, 1000, 1);
+    decider_ledger_record(l, b, NULL, 0, 7, 1000, 1);
+    uint64_t tokens = 0;
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(decider_ledger_inflight_sum(l, a, 500, 2000, &tokens), 1);
+        assert_int_equal(tokens, 100);
+    }
+    decider_ledger_record(l, a, NULL, 0, 20, 1500, 1);
+    assert_int_equal(decider_ledger_inflight_sum(l, a, 500, 2000, &tokens), 2);
+    assert_int_equal(tokens, 120);
+    decider_ledger_record(l, a, NULL, 0, 3, 800, 1); // late: lands before the newest
+    assert_int_equal(decider_ledger_inflight_sum(l, a, 500, 2000, &tokens), 3);
+    assert_int_equal(tokens, 123);
+    assert_int_equal(decider_ledger_inflight_sum(l, a, 900, 2000, &tokens), 2);
+    assert_int_equal(tokens, 120);
+    // Only the worker recorded to answers anew; the horizon moves the question too.
+    decider_ledger_record(l, b, NULL, 0, 5, 1200, 1);
+    assert_int_equal(decider_ledger_inflight_sum(l, a, 900, 2000, &tokens), 2);
+    assert_int_equal(tokens, 120);
+    assert_int_equal(decider_ledger_inflight_sum(l, b, 500, 2000, &tokens), 2);
+    assert_int_equal(tokens, 12);
+    assert_int_equal(
+        decider_ledger_inflight_sum(l, a, 900, 1100 + DECIDER_LEDGER_INFLIGHT_HORIZON_MS, &tokens),
+        1);
+    assert_int_equal(tokens, 20);
+    assert_int_equal(decider_ledger_inflight_sum(l, -1, 0, 2000, &tokens), 0);
+    assert_int_equal(tokens, 0);
+    decider_ledger_destroy(&l);
+}
+
 static void test_clock_going_back_keeps_generations(void **state)
 {
     (void)state;
@@ -339,6 +376,7 @@ int main(void)
         cmocka_unit_test(test_ttl_zero_disables),
         cmocka_unit_test(test_inflight_tokens_and_order),
         cmocka_unit_test(test_inflight_matches_a_model),
+        cmocka_unit_test(test_inflight_sum_asked_again),
         cmocka_unit_test(test_clock_going_back_keeps_generations),
         cmocka_unit_test(test_peer_routings_count_like_local_ones),
         cmocka_unit_test(test_peer_blocks_age_from_their_arrival),
