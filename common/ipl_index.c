@@ -809,13 +809,28 @@ size_t ipl_index_match(const ipl_index_t *self, const uint64_t *hashes, size_t n
     memcpy(alive, set->member, nalive * sizeof *alive);
     size_t best = 0, depth = 1;
     for (size_t i = 1; i < n; i++) {
-        /* The chain's next block is usually the next arena entry: a sequential read. Only
-         * where the chain continues in another run does the walk probe the table. */
+        /* The chain's next blocks are usually the next arena entries, with the same holders: a
+         * sequential read, without a probe or an intersection while that lasts (`run` blocks
+         * of it; the holders of a hole are no one's, so a run needs some). */
+        size_t lim = self->top - pos - 1 < n - i ? self->top - pos - 1 : n - i;
+        if (cur == S_EMPTY_SET) lim = 0;
+        const s_ent_t *e = &ent[pos + 1];
+        const uint64_t *h = &hashes[i];
+        size_t run = 0;
+        while (run < lim && e[run].key == h[run] && e[run].set == cur)
+            /* stream the run ahead of the hardware prefetcher, which starts late on each run
+             * (a prefetch past the arena's end is harmless: it never faults) */
+            __builtin_prefetch((const char *)&e[run++] + S_STREAM_AHEAD);
+        if (run) {
+            pos += run;
+            i += run - 1;
+            depth = i + 1;
+            continue;
+        }
+        /* Elsewhere: the next arena entry with other holders, or a probe of the table. */
         size_t p = pos + 1;
         if (p < self->top && ent[p].key == hashes[i] && ent[p].set != S_EMPTY_SET) {
             pos = p;
-            /* stream the run ahead of the hardware prefetcher, which starts late on each run
-             * (a prefetch past the arena's end is harmless: it never faults) */
             __builtin_prefetch((const char *)&ent[pos] + S_STREAM_AHEAD);
         } else {
             pos = s_find(self, hashes[i]);
