@@ -1007,8 +1007,8 @@ typedef struct {
     uint64_t t_ms;
 } s_backlog_t;
 
-// A worker's pending prefixes, by field (decider_memory_pending_match reads `until_ms`,
-// `start` and `first` of every entry, and the hashes of those that share the prompt).
+// A worker's pending prefixes, by field (decider_memory_pending_match reads `start` and
+// `first` of every live entry, and the hashes of those that share the prompt).
 typedef struct {
     uint64_t until_ms[DECIDER_MEMORY_PENDING]; // 0: free
     uint64_t first[DECIDER_MEMORY_PENDING];    // hashes[0] of the entry
@@ -1016,11 +1016,16 @@ typedef struct {
     uint32_t n[DECIDER_MEMORY_PENDING];        // hashes[0 .. n) are blocks start .. start + n
     uint32_t cap[DECIDER_MEMORY_PENDING];
     uint64_t *hashes[DECIDER_MEMORY_PENDING];
-    uint64_t live_until; // the latest until_ms: past it, no entry counts
-    uint32_t min_start;  // the least start of the entries live at the last add: a worker
-                         // holding fewer blocks of a prompt has no pending prefix for it
     uint32_t next;
+    // The view of the entries live over [view_from, view_until) (s_pending_view): bit i of
+    // `live` per live entry i, and their least start — a worker holding fewer blocks of a
+    // prompt has no pending prefix for it. A decision reads it for every candidate, and it
+    // changes only when an entry expires or is added (view_until 0: rebuild).
+    uint64_t view_from, view_until;
+    uint32_t live;
+    uint32_t live_min_start;
 } s_pending_ring_t;
+_Static_assert(DECIDER_MEMORY_PENDING <= 32, "a bit of s_pending_ring_t.live per entry");
 
 struct decider_memory {
     s_pool_entry_t pools[DECIDER_MEMORY_MAX_POOLS];
@@ -1200,25 +1205,41 @@ void decider_memory_pending_add(decider_memory_t *self, int worker, const uint64
     r->start[i] = (uint32_t)start;
     r->n[i] = (uint32_t)(n - start);
     r->until_ms[i] = until_ms;
-    if (until_ms > r->live_until) r->live_until = until_ms;
-    r->min_start = UINT32_MAX; // over every entry in use (expired ones too: a lower bound)
-    for (uint32_t k = 0; k < DECIDER_MEMORY_PENDING; k++)
-        if (r->until_ms[k] && r->start[k] < r->min_start) r->min_start = r->start[k];
+    r->view_until = 0;
     r->next = (r->next + 1) % DECIDER_MEMORY_PENDING;
+}
+
+// Rebuilds r's view of its live entries at mono_ms: valid until the first of them expires (or
+// forever when none is live), and not before mono_ms (a clock read earlier may still see an
+// entry expired since).
+static void s_pending_view(s_pending_ring_t *r, uint64_t mono_ms)
+{
+    r->live = 0;
+    r->live_min_start = UINT32_MAX;
+    r->view_from = mono_ms;
+    r->view_until = UINT64_MAX;
+    for (uint32_t k = 0; k < DECIDER_MEMORY_PENDING; k++) {
+        if (r->until_ms[k] <= mono_ms) continue; // free (0) or expired
+        r->live |= 1u << k;
+        if (r->start[k] < r->live_min_start) r->live_min_start = r->start[k];
+        if (r->until_ms[k] < r->view_until) r->view_until = r->until_ms[k];
+    }
 }
 
 size_t decider_memory_pending_match(decider_memory_t *self, int worker, const uint64_t *hashes,
                                     size_t n, size_t held, uint64_t mono_ms)
 {
     if (worker < 0 || worker >= IPL_INDEX_MAX_WORKERS || !self->pending[worker]) return held;
-    const s_pending_ring_t *r = self->pending[worker];
-    if (r->live_until <= mono_ms || held < r->min_start) return held;
+    s_pending_ring_t *r = self->pending[worker];
+    if (mono_ms < r->view_from || mono_ms >= r->view_until) s_pending_view(r, mono_ms);
+    if (!r->live || held < r->live_min_start) return held;
     size_t best = held;
-    for (size_t i = 0; i < DECIDER_MEMORY_PENDING; i++) {
+    for (uint32_t live = r->live; live; live &= live - 1) {
+        int i = __builtin_ctz(live);
         size_t start = r->start[i];
         // Chained hashes: equal blocks at `start` mean equal prompts up to there.
-        if (r->until_ms[i] <= mono_ms || start > held || start >= n ||
-            hashes[start] != r->first[i] || start + r->n[i] <= best) // or cannot beat best
+        if (start > held || start >= n || hashes[start] != r->first[i] ||
+            start + r->n[i] <= best) // or cannot beat best
             continue;
         const uint64_t *e = r->hashes[i];
         size_t k = 1;

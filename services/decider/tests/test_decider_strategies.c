@@ -388,6 +388,18 @@ static void test_ttft_memory(void **state)
     assert_int_equal(decider_memory_pending_match(m, 2, other, 10, 3, 9000), 3);
     decider_memory_pending_add(m, 2, h, 8, 8, 20000); // nothing to compute: nothing pending
     assert_int_equal(decider_memory_pending_match(m, 2, h, 10, 3, 12000), 3);
+    // Entries count from their add to their expiry, each its own, whatever the order in which
+    // the clock is read (decisions read it before they queue for the router).
+    decider_memory_pending_add(m, 3, h, 3, 8, 30000);
+    assert_int_equal(decider_memory_pending_match(m, 3, h, 10, 3, 25000), 8);
+    assert_int_equal(decider_memory_pending_match(m, 3, other, 10, 0, 25000), 0);
+    decider_memory_pending_add(m, 3, other, 0, 10, 26000);
+    assert_int_equal(decider_memory_pending_match(m, 3, other, 10, 0, 25000), 10);
+    assert_int_equal(decider_memory_pending_match(m, 3, other, 10, 0, 26000), 0);  // expired
+    assert_int_equal(decider_memory_pending_match(m, 3, h, 10, 3, 26000), 8);      // still live
+    assert_int_equal(decider_memory_pending_match(m, 3, other, 10, 0, 25999), 10); // read earlier
+    assert_int_equal(decider_memory_pending_match(m, 3, h, 10, 3, 30000), 3);
+    assert_int_equal(decider_memory_pending_match(m, 3, h, 10, 3, 29999), 8);
     decider_memory_destroy(&m);
     assert_null(m);
 }
