@@ -378,7 +378,9 @@ static uint32_t s_candidates(decider_router_t *self, s_ctx_t *ctx, const ipl_pol
     bool fresh = state_age_ms <= self->config.stale_ms;
 
     const ipl_index_t *index = decider_state_index(state);
-    size_t nworkers = (size_t)ipl_index_nworkers(index);
+    int nstate; // the replica's workers, by id
+    const decider_worker_t *workers = decider_state_workers(state, &nstate);
+    size_t nworkers = (size_t)nstate;
     if (sizes_match && fresh && req->nhashes && !ctx->oracle)
         ipl_index_match(index, req->hashes, req->nhashes, self->index_prefix,
                         IPL_INDEX_MAX_WORKERS);
@@ -406,7 +408,8 @@ static uint32_t s_candidates(decider_router_t *self, s_ctx_t *ctx, const ipl_pol
         c->c.note = c->note;
         c->set = pw->worker_set && *pw->worker_set ? pw->worker_set : pw->model;
         s_ids(self, policy, state, i, &c->state_id, &c->ledger_id);
-        const decider_worker_t *w = decider_state_worker(state, c->state_id);
+        const decider_worker_t *w =
+            c->state_id >= 0 && c->state_id < nstate ? &workers[c->state_id] : NULL;
         if (!w || !w->has_load) {
             decider_candidate_note(c, "no load sample yet");
             continue;
@@ -586,7 +589,7 @@ int decider_router_route_at(decider_router_t *self, const ipl_policy_t *policy,
         s_commit(self, &ctx, wall_ms, mono_ms);
         if (!strcmp(out->reason, "load_gate")) ctx.fallback |= 1u << DECIDER_FALLBACK_LOAD_GATE;
         decider_candidate_t *win = &out->cands[out->winner];
-        for (uint32_t i = 0; i < policy->workers_len; i++)
+        for (uint32_t i = policy->workers_len; i-- > 0 && !out->worker;) // the last of that name
             if (policy->workers[i].name == win->c.worker) out->worker = &policy->workers[i];
         out->predicted_ttft_s = win->c.predicted_ttft_s;
         out->cached_tokens = win->c.cached_tokens;

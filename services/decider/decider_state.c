@@ -126,3 +126,9 @@ const decider_worker_t *decider_state_worker(const decider_state_t *self, int id
     if (id < 0 || id >= ipl_index_nworkers(self->index)) return NULL;
     return &self->workers[id];
 }
+
+const decider_worker_t *decider_state_workers(const decider_state_t *self, int *n)
+{
+    *n = ipl_index_nworkers(self->index);
+    return self->workers;
+}

@@ -50,5 +50,8 @@ uint64_t decider_state_space(const decider_state_t *self);
 int decider_state_find(const decider_state_t *self, const char *name);
 /* The worker with id `id` (0 .. ipl_index_nworkers - 1), or NULL. Borrowed. */
 const decider_worker_t *decider_state_worker(const decider_state_t *self, int id);
+/* Every worker, by id (decider_state_worker of each, in one call): *n gets their number
+ * (ipl_index_nworkers). Borrowed, for the state's life. */
+const decider_worker_t *decider_state_workers(const decider_state_t *self, int *n);
 
 #endif

@@ -28,6 +28,9 @@ static void test_kv_events_and_loads(void **state)
     decider_state_t *st = decider_state_new();
     assert_int_equal(decider_state_find(st, "w0"), -1);
     assert_null(decider_state_worker(st, 0));
+    int n = -1;
+    assert_non_null(decider_state_workers(st, &n));
+    assert_int_equal(n, 0);
     assert_int_equal(s_kv(st, "w0", IPL_KV_OP_STORED, 4), 0);
     int id = decider_state_find(st, "w0");
     assert_int_equal(id, 0);
@@ -62,6 +65,14 @@ static void test_kv_events_and_loads(void **state)
     assert_int_equal(w->num_blocks, 100);
     assert_int_equal(w->health, IPL_HEALTH_UP);
     assert_int_equal(w->kv_state, IPL_KV_SYNCING);
+    // All of them at once: the same workers, by id.
+    m.u.load.worker = "w1";
+    assert_int_equal(decider_state_apply(st, &m, 60), 0);
+    const decider_worker_t *all = decider_state_workers(st, &n);
+    assert_int_equal(n, 2);
+    assert_ptr_equal(&all[id], w);
+    assert_ptr_equal(&all[decider_state_find(st, "w1")], decider_state_worker(st, 1));
+    assert_int_equal(all[1].updated_ms, 60);
 
     decider_state_set_seq(st, 99);
     assert_int_equal(decider_state_seq(st), 99);
