@@ -356,9 +356,12 @@ int ipl_mp_read_uints(ipl_mp_reader_t *r, uint64_t *out, uint32_t n)
 {
     // uint 64s (0xcf + 8 bytes big-endian), how block hashes nearly always come: a tight loop
     // on locals (`out` might alias the reader as far as the compiler knows).
-    const uint8_t *p = r->pos, *end = r->end;
+    // The bytes left bound how many 9-byte elements the loop may read: one compare each.
+    const uint8_t *p = r->pos;
+    size_t fit = (size_t)(r->end - p) / 9;
+    uint32_t lim = fit < n ? (uint32_t)fit : n;
     uint32_t k = 0;
-    for (; k < n && end - p > 8 && p[0] == 0xcf; k++, p += 9) {
+    for (; k < lim && p[0] == 0xcf; k++, p += 9) {
         uint64_t be;
         memcpy(&be, p + 1, sizeof be);
         out[k] = be64toh(be);
