@@ -791,6 +791,12 @@ void ipl_index_clear_worker(ipl_index_t *self, int worker)
     }
 }
 
+/* Whether arena entry e holds block hash h for the holder set `cur`. */
+static inline bool s_continues(const s_ent_t *e, const uint64_t *h, uint32_t cur)
+{
+    return e->key == *h && e->set == cur;
+}
+
 size_t ipl_index_match(const ipl_index_t *self, const uint64_t *hashes, size_t n, uint32_t *prefix,
                        size_t max)
 {
@@ -816,10 +822,18 @@ size_t ipl_index_match(const ipl_index_t *self, const uint64_t *hashes, size_t n
         if (cur == S_EMPTY_SET) lim = 0;
         const s_ent_t *e = &ent[pos + 1];
         const uint64_t *h = &hashes[i];
+        /* Four blocks a step while they all continue it, then one by one. Each step streams
+         * the run ahead of the hardware prefetcher, which starts late on each run (a prefetch
+         * past the arena's end is harmless: it never faults). */
         size_t run = 0;
-        while (run < lim && e[run].key == h[run] && e[run].set == cur)
-            /* stream the run ahead of the hardware prefetcher, which starts late on each run
-             * (a prefetch past the arena's end is harmless: it never faults) */
+        while (run + 4 <= lim && s_continues(&e[run], &h[run], cur) &&
+               s_continues(&e[run + 1], &h[run + 1], cur) &&
+               s_continues(&e[run + 2], &h[run + 2], cur) &&
+               s_continues(&e[run + 3], &h[run + 3], cur)) {
+            __builtin_prefetch((const char *)&e[run] + S_STREAM_AHEAD);
+            run += 4;
+        }
+        while (run < lim && s_continues(&e[run], &h[run], cur))
             __builtin_prefetch((const char *)&e[run++] + S_STREAM_AHEAD);
         if (run) {
             pos += run;
