@@ -173,7 +173,8 @@ static void s_continue(decider_ledger_t *self, const ipl_index_t *gen, const uin
     uint32_t start[IPL_INDEX_MAX_WORKERS]; // each worker's offset before this step
     for (size_t k = 0; k < ngrow; k++)
         start[k] = prefix[self->grow[k]];
-    uint8_t done[IPL_INDEX_MAX_WORKERS] = {0};
+    uint8_t done[IPL_INDEX_MAX_WORKERS]; // by k, like start
+    memset(done, 0, ngrow);
     for (size_t k = 0; k < ngrow; k++) {
         if (done[k]) continue;
         uint32_t off = start[k];
