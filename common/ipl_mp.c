@@ -361,11 +361,12 @@ int ipl_mp_read_uints(ipl_mp_reader_t *r, uint64_t *out, uint32_t n)
     size_t fit = (size_t)(r->end - p) / 9;
     uint32_t lim = fit < n ? (uint32_t)fit : n;
     uint32_t k = 0;
-    for (; k < lim && p[0] == 0xcf; k++, p += 9) {
-        uint64_t be;
-        memcpy(&be, p + 1, sizeof be);
-        out[k] = be64toh(be);
+    for (; k + 2 <= lim && p[0] == 0xcf && p[9] == 0xcf; k += 2, p += 18) { // two a step
+        out[k] = s_be_n(p + 1, 8);
+        out[k + 1] = s_be_n(p + 10, 8);
     }
+    for (; k < lim && p[0] == 0xcf; k++, p += 9)
+        out[k] = s_be_n(p + 1, 8);
     r->pos = p;
     for (; k < n; k++) { // anything else from the first other element on
         if (s_fast_uint(r, &out[k])) continue;

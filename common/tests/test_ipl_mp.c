@@ -58,11 +58,13 @@ static void test_uint_formats(void **state)
     assert_memory_equal(got, run_want, sizeof run_want);
     assert_int_equal(ipl_mp_remaining(&run), 3);
     assert_int_equal(ipl_mp_read_uints(&run, got, 1), IPL_E_TRUNCATED);
-    /* uint 64s that end exactly where the buffer does */
-    R(exact, 0xcf, 0, 0, 0, 0, 0, 0, 0, 0x09, 0xcf, 0x0a, 0, 0, 0, 0, 0, 0, 0x0b);
-    assert_int_equal(ipl_mp_read_uints(&exact, got, 2), 0);
+    /* an odd number of uint 64s that end exactly where the buffer does */
+    R(exact, 0xcf, 0, 0, 0, 0, 0, 0, 0, 0x09, 0xcf, 0x0a, 0, 0, 0, 0, 0, 0, 0x0b, 0xcf, 0, 0, 0, 0,
+      0, 0, 0x01, 0x02);
+    assert_int_equal(ipl_mp_read_uints(&exact, got, 3), 0);
     assert_int_equal(got[0], 9);
     assert_int_equal(got[1], UINT64_C(0x0a0000000000000b));
+    assert_int_equal(got[2], 0x0102);
     assert_int_equal(ipl_mp_remaining(&exact), 0);
 }
 
