@@ -65,6 +65,16 @@ struct decider_router {
         uint32_t cap;
         int32_t *state, *ledger;
     } ids;
+    // The policy positions of the last pool's workers, in policy order, for the pool and the
+    // policy (pointer and version) they were listed for: most decisions are for the same pool
+    // as the one before, and then do not scan the whole policy for its workers (s_members).
+    struct {
+        const ipl_policy_t *policy;
+        uint64_t version;
+        const ipl_pool_t *pool;
+        uint32_t n, cap;
+        uint32_t *at;
+    } members;
 };
 
 static const char *const s_reasons[] = {
@@ -195,6 +205,7 @@ void decider_router_destroy(decider_router_t **self_p)
     decider_memory_destroy(&self->memory);
     free(self->ids.state);
     free(self->ids.ledger);
+    free(self->members.at);
     pthread_mutex_destroy(&self->lock);
     free(self);
     *self_p = NULL;
@@ -349,6 +360,31 @@ static bool s_in_pool(const ipl_worker_t *w, const ipl_pool_t *pool)
     return w->pool == pool->name || !strcmp(w->pool, pool->name);
 }
 
+// The policy positions of `pool`'s workers (self->members, listed again for another pool or
+// policy): *at gets them, in policy order, *n their number. Returns 0, or IPL_E_NOMEM.
+static int s_members(decider_router_t *self, const ipl_policy_t *policy, const ipl_pool_t *pool,
+                     const uint32_t **at, uint32_t *n)
+{
+    if (self->members.policy != policy || self->members.version != policy->version ||
+        self->members.pool != pool) {
+        if (self->members.cap < policy->workers_len) {
+            uint32_t *a = realloc(self->members.at, policy->workers_len * sizeof *a);
+            if (!a) return IPL_E_NOMEM;
+            self->members.at = a;
+            self->members.cap = policy->workers_len;
+        }
+        self->members.n = 0;
+        for (uint32_t i = 0; i < policy->workers_len; i++)
+            if (s_in_pool(&policy->workers[i], pool)) self->members.at[self->members.n++] = i;
+        self->members.policy = policy;
+        self->members.version = policy->version;
+        self->members.pool = pool;
+    }
+    *at = self->members.at;
+    *n = self->members.n;
+    return IPL_OK;
+}
+
 // The pool's workers with their figures. Returns the number of healthy ones.
 static uint32_t s_candidates(decider_router_t *self, s_ctx_t *ctx, const ipl_policy_t *policy,
                              const decider_state_t *state, uint64_t state_age_ms, uint64_t wall_ms,
@@ -359,12 +395,10 @@ static uint32_t s_candidates(decider_router_t *self, s_ctx_t *ctx, const ipl_pol
     const ipl_pool_t *pool = out->pool;
 
     // The pool's workers, and its block size (the compiler guarantees one per pool).
-    uint32_t n = 0;
-    uint64_t bs = 0;
-    for (uint32_t i = 0; i < policy->workers_len; i++)
-        if (s_in_pool(&policy->workers[i], pool)) {
-            if (!n++) bs = policy->workers[i].block_size;
-        }
+    const uint32_t *at;
+    uint32_t n;
+    if (s_members(self, policy, pool, &at, &n) != IPL_OK) return 0;
+    uint64_t bs = n ? policy->workers[at[0]].block_size : 0;
     if (n > out->cap) {
         decider_candidate_t *c = realloc(out->cands, n * sizeof *c);
         if (!c) return 0;
@@ -397,9 +431,9 @@ static uint32_t s_candidates(decider_router_t *self, s_ctx_t *ctx, const ipl_pol
     out->ncands = 0;
     decider_ledger_apply_peers(self->ledger); // what decider_ledger_worker did per candidate
     s_ids_check(self, policy, state);
-    for (uint32_t i = 0; i < policy->workers_len; i++) {
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t i = at[k];
         const ipl_worker_t *pw = &policy->workers[i];
-        if (!s_in_pool(pw, pool)) continue;
         decider_candidate_t *c = &out->cands[out->ncands++];
         memset(c, 0, offsetof(decider_candidate_t, note)); // the 256-byte note is not read
         c->note[0] = '\0';                                 // beyond its terminator

@@ -192,6 +192,49 @@ static void test_ids_follow_policy_and_replica(void **state)
     decider_state_destroy(&st2);
 }
 
+// The router lists a pool's workers once per pool and policy: decisions alternating between
+// two pools, then a policy version that moves a worker to the other pool, each see exactly
+// their pool's workers, in policy order.
+static void test_pool_workers_follow_pool_and_policy(void **state)
+{
+    s_fix_t *f = *state;
+    ipl_pool_t pools[] = {{.name = "chat", .model = "m", .strategy = ""},
+                          {.name = "code", .model = "m2", .strategy = ""}};
+    ipl_worker_t workers[] = {s_workers[0], s_workers[1], s_workers[2]};
+    workers[2].pool = "code";
+    ipl_policy_t p = s_policy;
+    p.version = 7;
+    p.pools = pools;
+    p.pools_len = 2;
+    p.workers = workers;
+    decider_request_t code = s_req;
+    code.model = "m2";
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(
+            decider_router_route_at(f->router, &p, f->state, 0, &s_req, &f->d, WALL, MONO),
+            IPL_ROUTE_OK);
+        assert_int_equal(f->d.ncands, 2);
+        assert_string_equal(f->d.cands[0].c.worker, "a");
+        assert_string_equal(f->d.cands[1].c.worker, "b");
+        assert_int_equal(
+            decider_router_route_at(f->router, &p, f->state, 0, &code, &f->d, WALL, MONO),
+            IPL_ROUTE_OK);
+        assert_int_equal(f->d.ncands, 1);
+        assert_string_equal(f->d.worker->name, "c");
+    }
+    workers[0].pool = "code";
+    p.version = 8;
+    assert_int_equal(decider_router_route_at(f->router, &p, f->state, 0, &code, &f->d, WALL, MONO),
+                     IPL_ROUTE_OK);
+    assert_int_equal(f->d.ncands, 2);
+    assert_string_equal(f->d.cands[0].c.worker, "a");
+    assert_string_equal(f->d.cands[1].c.worker, "c");
+    assert_int_equal(decider_router_route_at(f->router, &p, f->state, 0, &s_req, &f->d, WALL, MONO),
+                     IPL_ROUTE_OK);
+    assert_int_equal(f->d.ncands, 1);
+    assert_string_equal(f->d.worker->name, "b");
+}
+
 static void test_load_gate(void **state)
 {
     s_fix_t *f = *state;
@@ -726,6 +769,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_ttft_prefers_the_cached_worker, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_ids_follow_policy_and_replica, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_pool_workers_follow_pool_and_policy, s_setup,
+                                        s_teardown),
         cmocka_unit_test_setup_teardown(test_load_gate, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_load_gate_needs_a_less_loaded_worker, s_setup,
                                         s_teardown),
