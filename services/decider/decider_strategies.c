@@ -1106,10 +1106,11 @@ static __attribute__((noinline)) void s_backlog_drain(decider_memory_t *self, s_
     uint64_t dt_ms = mono_ms - b->t_ms;
     double dt = (double)dt_ms / 1000.0;
     double budget = dt * b->tokens_per_s; // prefilled since t_ms, first come first served
-    b->tokens = fmax(0.0, b->tokens - budget);
+    double left = b->tokens - budget;
+    b->tokens = left > 0 ? left : 0.0; // never negative (nor NaN), inline: one per candidate
     while (b->n && budget > 0) {
         double *head = &b->part[b->head];
-        double used = fmin(*head, budget);
+        double used = *head < budget ? *head : budget; // both positive
         *head -= used;
         budget -= used;
         if (*head > 0) break;
