@@ -205,20 +205,22 @@ static size_t s_match(decider_ledger_t *self, const uint64_t *hashes, size_t n, 
     memset(prefix, 0, m * sizeof *prefix);
     if (!self->ttl_ms || n == 0) return 0;
     s_rotate(self, mono_ms);
-    bool any = false;
+    size_t top = 0; // the longest match in any generation
     for (int g = 0; g < DECIDER_LEDGER_GENERATIONS; g++) {
         if (ipl_index_memberships(self->gen[g]) == 0) continue;
-        any = true;
-        ipl_index_match(self->gen[g], hashes, n, self->scratch, m);
+        size_t got = ipl_index_match(self->gen[g], hashes, n, self->scratch, m);
+        if (!got) continue; // nobody holds any of it there
+        if (got > top) top = got;
         for (size_t w = 0; w < m; w++)
             if (self->scratch[w] > prefix[w]) prefix[w] = self->scratch[w];
     }
+    if (!top) return 0; // prefix is all 0: nothing to continue
     // A chain assumed in two steps (a longer prompt routed later) is split across generations:
     // continue it from where the longest part ends, in any generation, until it stops growing.
     // Every worker steps through the generations in lockstep, and one match from an offset
     // serves every worker continuing from there (a match reports all workers).
     size_t ngrow = 0;
-    for (size_t w = 0; any && w < m; w++)
+    for (size_t w = 0; w < m; w++)
         if (prefix[w] > 0 && prefix[w] < n) self->grow[ngrow++] = (uint32_t)w;
     while (ngrow) {
         uint8_t grew[IPL_INDEX_MAX_WORKERS / 8] = {0}; // bit per worker
