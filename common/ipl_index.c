@@ -422,11 +422,10 @@ static void *s_mem_grow(void *p, size_t old, size_t bytes)
 /* ------------------------------------------------------------------------------------------ */
 /* block table */
 
-static int s_table_grow(ipl_index_t *self)
+/* The table with 2^nbits slots (more than now), its blocks rehashed. */
+static int s_table_resize(ipl_index_t *self, unsigned nbits)
 {
-    if (self->bits >= S_MAX_BITS) return IPL_E_NOMEM;
-    size_t ncap = self->cap * 2;
-    unsigned nbits = self->bits + 1;
+    size_t ncap = (size_t)1 << nbits;
     s_slot_t *slot = s_mem_alloc(ncap * sizeof *slot);
     if (!slot) return IPL_E_NOMEM;
     for (size_t i = 0; i < self->cap; i++) {
@@ -442,6 +441,11 @@ static int s_table_grow(ipl_index_t *self)
     self->cap = ncap;
     self->bits = nbits;
     return 0;
+}
+
+static int s_table_grow(ipl_index_t *self)
+{
+    return self->bits >= S_MAX_BITS ? IPL_E_NOMEM : s_table_resize(self, self->bits + 1);
 }
 
 /* The table slot of `key`, or S_NONE. */
@@ -615,6 +619,17 @@ ipl_index_t *ipl_index_new(void)
         return NULL;
     }
     return self;
+}
+
+int ipl_index_reserve(ipl_index_t *self, size_t blocks)
+{
+    assert(self);
+    unsigned bits = self->bits; /* the load the adds keep: at most 3/4 */
+    while (bits < S_MAX_BITS && (blocks + 1) * 4 > ((size_t)3 << bits))
+        bits++;
+    if (bits > self->bits && s_table_resize(self, bits) != 0) return IPL_E_NOMEM;
+    return blocks <= UINT32_MAX - 1 - S_SLACK_GROW ? s_arena_reserve(self, blocks + S_SLACK_GROW)
+                                                   : IPL_E_NOMEM;
 }
 
 void ipl_index_destroy(ipl_index_t **self_p)

@@ -24,6 +24,10 @@ typedef struct ipl_index ipl_index_t;
 
 ipl_index_t *ipl_index_new(void);
 void ipl_index_destroy(ipl_index_t **self_p);
+/* Makes room for `blocks` blocks at once, so that adding them does not grow the index in
+ * steps (each a copy). A sizing hint only: it never changes what the index answers, and the
+ * index grows past it as ever. Returns 0, or IPL_E_NOMEM (the index is intact). */
+int ipl_index_reserve(ipl_index_t *self, size_t blocks);
 
 /* The id of worker `name`, creating it (name copied). -1 (IPL_E_RANGE) when full. */
 int ipl_index_worker(ipl_index_t *self, const char *name);

@@ -195,6 +195,48 @@ static void test_growth(void **state)
     ipl_index_destroy(&idx);
 }
 
+/* ipl_index_reserve: room at once (adding that many blocks grows nothing), content kept, and
+ * the same answers as an index that grew in steps. */
+static void test_reserve(void **state)
+{
+    (void)state;
+    enum { N = 20000 };
+    uint64_t *h = malloc(N * sizeof *h);
+    assert_non_null(h);
+    for (size_t i = 0; i < N; i++)
+        h[i] = 0x5eed0000 + i;
+    ipl_index_t *grown = s_new(), *reserved = s_new();
+    int a = ipl_index_worker(grown, "a"), b = ipl_index_worker(grown, "b");
+    assert_int_equal(ipl_index_worker(reserved, "a"), a);
+    assert_int_equal(ipl_index_worker(reserved, "b"), b);
+    assert_int_equal(ipl_index_add(reserved, a, h, 100), 0); /* not empty: kept */
+    assert_int_equal(ipl_index_reserve(reserved, N), 0);
+    size_t room = ipl_index_memory_bytes(reserved);
+    assert_int_equal(ipl_index_match(reserved, h, 100, (uint32_t[2]){0}, 2), 100);
+    for (ipl_index_t *ix = grown; ix; ix = ix == grown ? reserved : NULL) {
+        assert_int_equal(ipl_index_add(ix, a, h, N / 2), 0);
+        assert_int_equal(ipl_index_add_chain(ix, b, h[N / 4 - 1], h + N / 4, N - N / 4), 0);
+    }
+    /* neither the table nor the arena grew (only the holder sets' lists, a few bytes) */
+    assert_true(ipl_index_memory_bytes(reserved) - room < 1024);
+    ipl_index_t *fresh = s_new();
+    assert_true(room > 4 * ipl_index_memory_bytes(fresh)); /* room it did make */
+    ipl_index_destroy(&fresh);
+    uint32_t pg[2], pr[2];
+    for (size_t from = 0; from < N; from += N / 8) {
+        assert_int_equal(ipl_index_match(reserved, h + from, N - from, pr, 2),
+                         ipl_index_match(grown, h + from, N - from, pg, 2));
+        assert_memory_equal(pr, pg, sizeof pg);
+    }
+    assert_int_equal(ipl_index_memberships(reserved), ipl_index_memberships(grown));
+    size_t used = ipl_index_memory_bytes(reserved);
+    assert_int_equal(ipl_index_reserve(reserved, 0), 0); /* never shrinks */
+    assert_int_equal(ipl_index_memory_bytes(reserved), used);
+    free(h);
+    ipl_index_destroy(&grown);
+    ipl_index_destroy(&reserved);
+}
+
 typedef struct {
     uint64_t sum;
     size_t count;
@@ -454,6 +496,7 @@ int main(void)
         cmocka_unit_test(test_match_prefix),
         cmocka_unit_test(test_clear_worker),
         cmocka_unit_test(test_growth),
+        cmocka_unit_test(test_reserve),
         cmocka_unit_test(test_foreach),
         cmocka_unit_test(test_200_workers),
         cmocka_unit_test(test_random_model),

@@ -154,6 +154,9 @@ static void s_rotate(decider_ledger_t *self, uint64_t mono_ms)
         const ipl_index_t *names = self->gen[0];
         for (int w = 0; w < ipl_index_nworkers(names); w++)
             ipl_index_worker(fresh, ipl_index_worker_name(names, w));
+        // It will likely assume about as many blocks as the last one: room for them at once
+        // (a hint: without it, the index grows as they come)
+        (void)ipl_index_reserve(fresh, ipl_index_blocks(self->gen[0]));
         ipl_index_destroy(&self->gen[DECIDER_LEDGER_GENERATIONS - 1]);
         memmove(&self->gen[1], &self->gen[0], (DECIDER_LEDGER_GENERATIONS - 1) * sizeof *self->gen);
         self->gen[0] = fresh;
