@@ -148,21 +148,6 @@ int decider_predictor_model(decider_predictor_t *self, const char *set, decider_
     return s ? IPL_OK : IPL_E_RANGE;
 }
 
-double decider_model_predict(const decider_model_t *m, const decider_features_t *x,
-                             decider_terms_t *terms)
-{
-    decider_terms_t t = {
-        .base_s = m->theta[0],
-        .wait_s =
-            m->theta[1] * x->queued + m->theta[2] * x->queued_tokens + m->theta[3] * x->running,
-        .prefill_s = m->theta[4] * x->uncached_tokens,
-        .network_s = m->network_s,
-    };
-    t.total_s = t.base_s + t.wait_s + t.prefill_s + t.network_s;
-    if (!(t.total_s > 0)) t.total_s = 0;
-    if (terms) *terms = t;
-    return t.total_s;
-}
 
 static bool s_valid(double v, double max)
 {

@@ -105,9 +105,23 @@ void decider_predictor_destroy(decider_predictor_t **self_p);
  * Returns 0, or IPL_E_RANGE (too many sets: *out gets the prior) / IPL_E_INVAL (empty name). */
 int decider_predictor_model(decider_predictor_t *self, const char *set, decider_model_t *out);
 
-/* Pure: the prediction of `model` for features `x`, split into terms. Returns terms->total_s. */
-double decider_model_predict(const decider_model_t *model, const decider_features_t *x,
-                             decider_terms_t *terms);
+/* Pure: the prediction of `model` for features `x`, split into terms. Returns terms->total_s.
+ * Inline: the router predicts every candidate of every decision. */
+static inline double decider_model_predict(const decider_model_t *m, const decider_features_t *x,
+                                           decider_terms_t *terms)
+{
+    decider_terms_t t = {
+        .base_s = m->theta[0],
+        .wait_s =
+            m->theta[1] * x->queued + m->theta[2] * x->queued_tokens + m->theta[3] * x->running,
+        .prefill_s = m->theta[4] * x->uncached_tokens,
+        .network_s = m->network_s,
+    };
+    t.total_s = t.base_s + t.wait_s + t.prefill_s + t.network_s;
+    if (!(t.total_s > 0)) t.total_s = 0;
+    if (terms) *terms = t;
+    return t.total_s;
+}
 
 /* Learns from one observation: `x` as predicted at decision time, `ttft_s` as observed (it
  * includes the network term). Returns 0 (learned), IPL_E_RANGE (rejected as an outlier; counted)
