@@ -32,7 +32,7 @@
  *                                      (following the same aggregator and policy service),
  *                                      over inproc:// — the decider embedded in its client;
  *                                      then _inproc_busy, the same busy-polling 200 us
- *   decision_p50_us_gateway_inproc, _p99_us_gateway_inproc
+ *   decision_p50_us_gateway_inproc, _p99_us_gateway_inproc (and _busy)
  *                                      with --embedded: through gateway_route (the gateway's
  *                                      client: socket pool, req_id, encode, decode) to it —
  *                                      what `inferplane-gateway --decider embedded` waits
@@ -259,9 +259,10 @@ static void s_latency(s_client_t *c, size_t nreq, int nworkers, double membershi
 /* The latency phase again through the gateway's own client of the decider (gateway_route:
  * its socket pool, req_id matching, encoding and decoding) to the embedded decider at
  * `endpoint`: what `inferplane-gateway --decider embedded` waits per request. Prints
- * decision_p50_us_gateway_inproc<suffix> and _p99_. */
+ * decision_p50_us<transport><suffix> and _p99_ (transport "_gateway_inproc[_busy]"). */
 static void s_gateway_latency(const char *endpoint, ipl_metrics_t *metrics, msgpack_sbuffer *reqs,
-                              size_t nreq, int nworkers, double memberships, const char *suffix)
+                              size_t nreq, int nworkers, double memberships, const char *transport,
+                              const char *suffix)
 {
     gateway_route_t *route = gateway_route_new(endpoint, 1000, metrics);
     if (!route) BENCH_DIE("gateway_route_new");
@@ -282,7 +283,7 @@ static void s_gateway_latency(const char *endpoint, ipl_metrics_t *metrics, msgp
         if (k >= 2000) lat[k - 2000] = b - a;
     }
     if (failed) BENCH_DIE("%zu decisions failed through gateway_route", failed);
-    s_report(lat, nreq, nworkers, memberships, "_gateway_inproc", suffix);
+    s_report(lat, nreq, nworkers, memberships, transport, suffix);
     for (size_t k = 0; k < S_NREQ; k++)
         ipl_msg_clear(&msgs[k]);
     gateway_route_stop(route);
@@ -351,8 +352,9 @@ static void s_embedded(const char *eps, uint64_t busy_poll_us, const char *trans
     s_client_t c = {.dealer = zsock_resolve(dealer), .reqs = reqs};
     s_latency(&c, nreq, nworkers, memberships, transport, suffix);
     zsock_destroy(&dealer);
-    if (!busy_poll_us)
-        s_gateway_latency(listen, metrics, reqs, nreq, nworkers, memberships, suffix);
+    char gateway[64];
+    snprintf(gateway, sizeof gateway, "_gateway%s", transport);
+    s_gateway_latency(listen, metrics, reqs, nreq, nworkers, memberships, gateway, suffix);
     ipl_signal_request_stop(); /* the server's loop returns within its 100 ms tick */
     pthread_join(t, NULL);
     ipl_signal_reset();
