@@ -47,8 +47,8 @@ static bool s_ready(void *arg, char *detail, size_t size)
 
 /* The embedded decider's settings: --decider-config FILE (or INFERPLANE_DECIDER_CONFIG), then
  * INFERPLANE_DECIDER_* variables; its tokenizer, unless set there, is the gateway's. NULL with a
- * message in err. `*config_p` is set to the config
- * that owns the options' strings (destroy it after the server). */
+ * message in err. `*config_p` is set to the config that owns the options' strings (destroy it
+ * after the server, also on failure). */
 static decider_server_t *s_embedded_decider(const char *file, const char *gateway_tokenizer,
                                             decider_options_t *o, ipl_config_t **config_p,
                                             ipl_metrics_t *metrics, char *err, size_t errlen)
