@@ -26,8 +26,10 @@
 #define S_MAX_SOCKETS   256 /* questions in flight at once; more wait for a free socket */
 #define S_MAX_QUEUED    64  /* OBSERVED frames waiting for a busy socket */
 
-static const double s_route_buckets[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-                                         0.05,   0.1,     0.25,   0.5,   1.0,    2.5,   5.0};
+/* From 25 µs: an embedded decider answers in ~25-35 µs, one across TCP in ~50-150 µs. */
+static const double s_route_buckets[] = {0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001,
+                                         0.0025,   0.005,   0.01,   0.025,   0.05,   0.1,
+                                         0.25,     0.5,     1.0,    2.5,     5.0};
 
 /* One encoded OBSERVED waiting for its socket. */
 typedef struct s_out {
