@@ -48,7 +48,7 @@ BENCH_SRC  := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all deps test unit integration run bench bench-micro clean format proto-doc config-doc check-deps
-all: $(BINS) $(UNIT_BINS) $(BENCH_BINS)
+all: $(BINS) $(UNIT_BINS) $(BENCH_BINS) $(BUILD)/bench/fakeclock.so
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -88,6 +88,12 @@ SVC_LIBS   := $(SERVICES:%=$(BUILD)/svc-%.a)
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(SVC_LIBS) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(PKG_LIBS) $(LDLIBS) -o $@
+
+# The fixed-step clock for deterministic callgrind counts (bench/fakeclock.c); never
+# sanitized: it is preloaded into other programs.
+$(BUILD)/bench/fakeclock.so: bench/fakeclock.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -shared -fPIC $< -o $@
 
 define TOOL_RULES
 $(BUILD)/$(notdir $(1)): $$(patsubst %.c,$(BUILD)/obj/%.o,$$(wildcard $(1)/*.c)) $(LIB)

@@ -129,6 +129,9 @@ class TestGatewayEmbedded(unittest.TestCase):
              "typo.yaml:2:1: unknown key \"stale_msec\""),
             (["--decider", "embedded", "--decider-config", st.write("cpu.yaml", "cpu: 0\n")],
              {}, "unknown key \"cpu\""),
+            (["--decider", "embedded", "--decider-config",
+              st.write("range.yaml", "strategy: ttft\nbusy-poll-us: 20000\n")], {},
+             "range.yaml:2: busy-poll-us: 20000 is out of range (0..10000)"),
             (["--decider", "embedded"], {"INFERPLANE_DECIDER_STRATEGY": "fastest"},
              "--decider-config: --strategy must be one of: ttft"),
         ]

@@ -10,10 +10,11 @@
 #include "ipl_cpu.h"
 #include "ipl_error.h"
 
+#define S_BIG 1e15 /* no upper bound worth naming */
+
 void decider_options_add(decider_options_t *self, ipl_config_t *c, bool embedded)
 {
     memset(self, 0, sizeof *self);
-    self->embedded = embedded;
     self->cpu = -1;
     snprintf(self->strategy_help, sizeof self->strategy_help,
              "strategy for pools that name none: %s", decider_router_strategies());
@@ -91,31 +92,36 @@ void decider_options_add(decider_options_t *self, ipl_config_t *c, bool embedded
                        "itself) (-1: no pinning)");
     ipl_config_add(c, "seed", IPL_OPT_INT, &self->seed, "0",
                    "seed for tie-breaks and the random strategy (0: from the clock)");
+    /* Checked where the value came from: "flag --load-gate: -1 is out of range (0..1e+15)",
+     * or the --decider-config file's line for an embedded decider. */
+    static const struct {
+        const char *name;
+        double min, max;
+    } ranges[] = {
+        {"base-ms", 0, S_BIG},
+        {"temperature-s", 0, S_BIG},
+        {"max-queue", 0, S_BIG},
+        {"prefill-tokens-per-s", 1e-3, S_BIG},
+        {"running-cost-ms", 0, S_BIG},
+        {"load-gate", 0, S_BIG},
+        {"optimistic-ttl-ms", 0, S_BIG},
+        {"stale-ms", 1, S_BIG},
+        {"snapshot-timeout-ms", 100, S_BIG},
+        {"state-silence-ms", 0, S_BIG},
+        {"observe-window-ms", 0, S_BIG},
+        {"busy-poll-us", 0, 10000},
+        {"seed", 0, 9e18},
+    };
+    for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++)
+        ipl_config_range(c, ranges[i].name, ranges[i].min, ranges[i].max);
+    if (!embedded) ipl_config_range(c, "cpu", -1, 65535);
 }
 
 int decider_options_check(const decider_options_t *self, char *err, size_t errlen)
 {
-    const char *bad = NULL;
+    /* The numeric ranges were checked by ipl_config_parse (decider_options_add). */
     if (!decider_router_strategy_known(self->strategy)) {
         snprintf(err, errlen, "--strategy must be one of: %s", decider_router_strategies());
-        return IPL_E_INVAL;
-    }
-    if (self->base_ms < 0 || self->temperature_s < 0 || self->max_queue < 0)
-        bad = "--base-ms, --temperature-s and --max-queue must be >= 0";
-    else if (!(self->prefill_tps > 0))
-        bad = "--prefill-tokens-per-s must be above 0";
-    else if (self->running_cost_ms < 0 || self->load_gate < 0 || self->ttl_ms < 0 ||
-             self->stale_ms < 1 || self->seed < 0 || self->snapshot_timeout_ms < 100 ||
-             self->silence_ms < 0 || self->observe_window_ms < 0)
-        bad = "--running-cost-ms, --load-gate, --optimistic-ttl-ms, --seed, --state-silence-ms "
-              "and --observe-window-ms must be >= 0, --stale-ms >= 1 and --snapshot-timeout-ms "
-              ">= 100";
-    else if (self->busy_poll_us < 0 || self->busy_poll_us > 10000)
-        bad = "--busy-poll-us must be 0..10000";
-    else if (self->cpu < -1 || self->cpu > 65535)
-        bad = "--cpu must be -1 (no pinning) or a core number";
-    if (bad) {
-        snprintf(err, errlen, "%s", bad);
         return IPL_E_INVAL;
     }
     if (self->cpu != -1) return ipl_cpu_check((int)self->cpu, err, errlen);

@@ -30,7 +30,6 @@ typedef struct {
     double prefill_tps, running_cost_ms, base_ms, temperature_s;
     int64_t max_queue, load_gate, ttl_ms, stale_ms, seed, snapshot_timeout_ms, silence_ms,
         observe_window_ms, busy_poll_us, cpu;
-    bool embedded;
     char strategy_help[512]; /* help text naming the strategies (borrowed by the config) */
 } decider_options_t;
 
@@ -39,8 +38,8 @@ typedef struct {
  * --cpu (the host process's threads are not the decider's to pin). */
 void decider_options_add(decider_options_t *self, ipl_config_t *config, bool embedded);
 
-/* After parsing: 0, or IPL_E_INVAL with the first problem in `err` ("--busy-poll-us must be
- * 0..10000"). */
+/* After parsing (which checked every numeric range): 0, or IPL_E_INVAL with the problem in
+ * `err` (an unknown strategy, a core the process may not use). */
 int decider_options_check(const decider_options_t *self, char *err, size_t errlen);
 
 /* Fills `cfg` (every field) from the options; strings borrowed from `self`. */

@@ -14,8 +14,8 @@
 #include <czmq.h>
 #include <errno.h>
 #include <poll.h>
-#include <stdatomic.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
