@@ -16,8 +16,11 @@ PKGS    := libczmq libzmq msgpack libmicrohttpd libcurl yaml-0.1 libxxhash libcj
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo 0.1.0-dev)
 
 OPT     ?= -O2
+# Every library folder is on the include path; tools/check-layers (run by `make test`) proves
+# that each file includes only what its layer may.
+LIB_DIRS := common proto libs/engine libs/decision libs/decider
 CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-missing-field-initializers \
-           -g $(OPT) -fno-strict-aliasing -MMD -MP -Icommon -Iproto -Iservices \
+           -g $(OPT) -fno-strict-aliasing -MMD -MP $(LIB_DIRS:%=-I%) \
            -DIPL_VERSION=\"$(VERSION)\" $(EXTRA_CFLAGS)
 LDLIBS  := -lpthread -lm
 LDFLAGS :=
@@ -32,60 +35,83 @@ endif
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
-LIB_SRC   := $(wildcard common/*.c proto/*.c)
-LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
-LIB       := $(BUILD)/libipl.a
+# The libraries, bottom up (docs/architecture.md, "Layers"). One folder, one archive; a
+# library may include and use only the libraries its _USES line names (tools/check-layers
+# reads these lines). Every program links them all, top first; the linker takes only what
+# it needs.
+ipl_DIR       := common
+proto_DIR     := proto
+engine_DIR    := libs/engine
+decision_DIR  := libs/decision
+decider_DIR   := libs/decider
+ipl_USES      :=
+proto_USES    := ipl
+engine_USES   := ipl
+decision_USES := proto ipl
+decider_USES  := decision proto ipl
+LIB_NAMES     := decider decision engine proto ipl
+lib_archive    = $(BUILD)/lib$(if $(filter ipl,$(1)),ipl,ipl-$(1)).a
+LIB_ARCHIVES  := $(foreach l,$(LIB_NAMES),$(call lib_archive,$(l)))
+LIB_SRC       := $(foreach l,$(LIB_NAMES),$(wildcard $($(l)_DIR)/*.c))
+LIB           := $(call lib_archive,ipl)
 
+# The programs: one per services/<name>/ (inferplane-<name>) and per tools/<name>/ with a
+# main.c (<name>; the offline cluster simulator keeps its name inferplane-clustersim).
 SERVICES  := $(notdir $(wildcard services/*))
 TOOLS     := $(patsubst %/,%,$(dir $(wildcard tools/*/main.c)))
-BINS      := $(SERVICES:%=$(BUILD)/inferplane-%) \
-             $(foreach t,$(TOOLS),$(BUILD)/$(notdir $(t)))
+prog_name  = $(if $(filter services/%,$(1)),inferplane-$(notdir $(1)),$(if $(filter tools/clustersim,$(1)),inferplane-clustersim,$(notdir $(1))))
+PROGRAMS  := $(SERVICES:%=services/%) $(TOOLS)
+BINS      := $(foreach p,$(PROGRAMS),$(BUILD)/$(call prog_name,$(p)))
 
-UNIT_SRC  := $(wildcard common/tests/test_*.c proto/tests/test_*.c services/*/tests/test_*.c)
+UNIT_SRC  := $(wildcard $(LIB_DIRS:%=%/tests/test_*.c) services/*/tests/test_*.c tools/*/tests/test_*.c)
 UNIT_BINS := $(foreach s,$(UNIT_SRC),$(BUILD)/tests/$(basename $(notdir $(s))))
 # (defined before `all`, whose prerequisites are expanded where the rule is read)
 BENCH_SRC  := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps test unit integration run bench bench-micro clean format proto-doc config-doc check-deps
+.PHONY: all deps test unit integration run bench bench-micro clean format proto-doc config-doc check-deps check-layers
 all: $(BINS) $(UNIT_BINS) $(BENCH_BINS) $(BUILD)/bench/fakeclock.so
 
+# A test (<folder>/tests/test_*.c) also sees the headers of the folder it tests.
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "CC $<"
-	@$(CC) $(CFLAGS) $(PKG_CFLAGS) -c $< -o $@
+	@$(CC) $(CFLAGS) $(if $(findstring /tests/,$<),-I$(dir $<)..) $(PKG_CFLAGS) -c $< -o $@
 
-$(LIB): $(LIB_OBJ)
-	@mkdir -p $(dir $@)
-	@rm -f $@
-	@ar rcs $@ $^
-
-# A service that reuses another service's classes names it here (it links that archive too).
-clustersim_USES := decider sim
-gateway_USES    := decider
-
-# One process per services/<name>/: main.c plus its classes; the classes (all but main.c)
-# also form a per-service archive that the service's unit tests link against.
-define SERVICE_RULES
-$(1)_SRC := $$(filter-out services/$(1)/main.c,$$(wildcard services/$(1)/*.c))
-$(1)_OBJ := $$($(1)_SRC:%.c=$(BUILD)/obj/%.o)
-$(BUILD)/svc-$(1).a: $$($(1)_OBJ)
+define LIB_RULES
+$(call lib_archive,$(1)): $$(patsubst %.c,$(BUILD)/obj/%.o,$$(wildcard $($(1)_DIR)/*.c))
 	@mkdir -p $$(dir $$@)
 	@rm -f $$@
 	@ar rcs $$@ $$^
-$(BUILD)/inferplane-$(1): $(BUILD)/obj/services/$(1)/main.o $(BUILD)/svc-$(1).a \
-  $$(foreach u,$$($(1)_USES),$(BUILD)/svc-$$(u).a) $(LIB)
-	$(CC) $(LDFLAGS) $$^ $$(PKG_LIBS) $(LDLIBS) -o $$@
-$$(patsubst services/$(1)/tests/%.c,$(BUILD)/tests/%,$$(wildcard services/$(1)/tests/test_*.c)): \
-  $(BUILD)/tests/%: $(BUILD)/obj/services/$(1)/tests/%.o $(BUILD)/svc-$(1).a \
-  $$(foreach u,$$($(1)_USES),$(BUILD)/svc-$$(u).a) $(LIB)
+$$(patsubst $($(1)_DIR)/tests/%.c,$(BUILD)/tests/%,$$(wildcard $($(1)_DIR)/tests/test_*.c)): \
+  $(BUILD)/tests/%: $(BUILD)/obj/$($(1)_DIR)/tests/%.o $(LIB_ARCHIVES)
+	@mkdir -p $$(dir $$@)
 	$(CC) $(LDFLAGS) $$^ $$(PKG_LIBS) -lcmocka $(LDLIBS) -o $$@
 endef
-$(foreach s,$(SERVICES),$(eval $(call SERVICE_RULES,$(s))))
+$(foreach l,$(LIB_NAMES),$(eval $(call LIB_RULES,$(l))))
 
-# Benchmarks: bench/bench_*.c, each linked with every service archive and libipl.a.
-SVC_LIBS   := $(SERVICES:%=$(BUILD)/svc-%.a)
-$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(SVC_LIBS) $(LIB)
+# One program per folder: main.c plus its classes; the classes (all but main.c) also form an
+# archive that the program's unit tests (<folder>/tests/test_*.c) link against.
+define PROGRAM_RULES
+$(1)_CLS := $$(patsubst %.c,$(BUILD)/obj/%.o,$$(filter-out $(1)/main.c,$$(wildcard $(1)/*.c)))
+$(BUILD)/prog-$(call prog_name,$(1)).a: $$($(1)_CLS)
+	@mkdir -p $$(dir $$@)
+	@rm -f $$@
+	@ar rcs $$@ $$^
+$(BUILD)/$(call prog_name,$(1)): $(BUILD)/obj/$(1)/main.o $(BUILD)/prog-$(call prog_name,$(1)).a $(LIB_ARCHIVES)
+	$(CC) $(LDFLAGS) $$^ $$(PKG_LIBS) $(LDLIBS) -o $$@
+$$(patsubst $(1)/tests/%.c,$(BUILD)/tests/%,$$(wildcard $(1)/tests/test_*.c)): \
+  $(BUILD)/tests/%: $(BUILD)/obj/$(1)/tests/%.o $(BUILD)/prog-$(call prog_name,$(1)).a $(LIB_ARCHIVES)
+	@mkdir -p $$(dir $$@)
+	$(CC) $(LDFLAGS) $$^ $$(PKG_LIBS) -lcmocka $(LDLIBS) -o $$@
+endef
+$(foreach p,$(PROGRAMS),$(eval $(call PROGRAM_RULES,$(p))))
+
+# Benchmarks: bench/bench_*.c measure services' classes too (they include them by
+# <service>/<class>.h), so each links every service archive and every library.
+SVC_ARCHIVES := $(SERVICES:%=$(BUILD)/prog-inferplane-%.a)
+$(BUILD)/obj/bench/%.o: CFLAGS += -Iservices
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(SVC_ARCHIVES) $(LIB_ARCHIVES)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(PKG_LIBS) $(LDLIBS) -o $@
 
@@ -95,30 +121,19 @@ $(BUILD)/bench/fakeclock.so: bench/fakeclock.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -shared -fPIC $< -o $@
 
-define TOOL_RULES
-$(BUILD)/$(notdir $(1)): $$(patsubst %.c,$(BUILD)/obj/%.o,$$(wildcard $(1)/*.c)) $(LIB)
-	$(CC) $(LDFLAGS) $$^ $$(PKG_LIBS) $(LDLIBS) -o $$@
-endef
-$(foreach t,$(TOOLS),$(eval $(call TOOL_RULES,$(t))))
-
-# Unit tests of common/ and proto/ classes link against libipl.a only.
-define LIB_TEST_RULES
-$(patsubst $(1)/tests/%.c,$(BUILD)/tests/%,$(wildcard $(1)/tests/test_*.c)): \
-  $(BUILD)/tests/%: $(BUILD)/obj/$(1)/tests/%.o $(LIB)
-	@mkdir -p $$(dir $$@)
-	$(CC) $(LDFLAGS) $$^ $$(PKG_LIBS) -lcmocka $(LDLIBS) -o $$@
-endef
-$(eval $(call LIB_TEST_RULES,common))
-$(eval $(call LIB_TEST_RULES,proto))
-
 deps:
 	@tools/deps.sh
+
+# Fails when a file includes a header its layer may not (a service another service's, a library
+# one above it, common/ proto/): see tools/check-layers.
+check-layers:
+	@tools/check-layers
 
 check-deps:
 	@pkg-config --exists $(PKGS) || { echo "missing build dependencies: run 'make deps'" >&2; exit 1; }
 
 # make test: every unit test binary, then every integration test, one summary line at the end.
-test: deps
+test: deps check-layers
 	@$(MAKE) --no-print-directory all fuzz-build
 	@BUILD=$(BUILD) FUZZ_SECONDS=$(TEST_FUZZ_SECONDS) tools/run-tests
 
@@ -162,10 +177,10 @@ FUZZ_SECONDS ?= 60
 TEST_FUZZ_SECONDS ?= 5
 FUZZ_SRC     := $(wildcard fuzz/fuzz_*.c)
 FUZZ_BINS    := $(FUZZ_SRC:fuzz/%.c=build-fuzz/%)
-FUZZ_LIBSRC   = $(filter-out common/ipl_httpd.c common/ipl_admin.c common/ipl_service.c,$(LIB_SRC))
+FUZZ_LIBSRC   = $(filter-out common/ipl_httpd.c common/ipl_admin.c common/ipl_service.c,$(wildcard common/*.c proto/*.c))
 .PHONY: fuzz fuzz-build
 fuzz-build: $(FUZZ_BINS)
-build-fuzz/fuzz_%: fuzz/fuzz_%.c $(LIB_SRC) $(wildcard common/*.h proto/*.h)
+build-fuzz/fuzz_%: fuzz/fuzz_%.c $(FUZZ_LIBSRC) $(wildcard common/*.h proto/*.h)
 	@mkdir -p build-fuzz
 	@echo "FUZZ $@"
 	@clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -Icommon -Iproto \

@@ -56,7 +56,7 @@
 #include "bench.h"
 #include "bench_stack.h"
 #include "bench_world.h"
-#include "decider/decider_server.h"
+#include "decider_server.h"
 #include "gateway/gateway_route.h"
 #include "ipl_clock.h"
 #include "ipl_error.h"

@@ -47,8 +47,8 @@
 #include "ipl_hash.h"
 #include "ipl_httpd.h"
 #include "ipl_proto.h"
-#include "sim/sim_kvbatch.h"
-#include "sim/sim_kvpub.h"
+#include "sim_kvbatch.h"
+#include "sim_kvwire.h"
 
 #define S_BLOCK           16u
 #define S_NBLOCKS         4u
@@ -119,7 +119,7 @@ static uint8_t *s_batch(sim_kvbatch_t *b, bench_rng_t *rng, uint32_t n, uint64_t
     if (sim_kvbatch_stored(b, hashes, n, NULL, tokens, S_BLOCK, NULL) != 0)
         BENCH_DIE("out of memory");
     if (ours) ipl_block_hashes(ipl_hash_chain_start(0), tokens, n * S_BLOCK, S_BLOCK, ours, n);
-    uint8_t *p = sim_kvpub_encode(b, ipl_wall_s(), SIM_KV_FORMAT_MAP, true, len);
+    uint8_t *p = sim_kvwire_encode(b, ipl_wall_s(), SIM_KV_FORMAT_MAP, true, len);
     if (!p) BENCH_DIE("out of memory");
     return p;
 }

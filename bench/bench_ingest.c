@@ -12,7 +12,7 @@
  * reached the index, no parent was unknown, memberships equal the blocks the workers hold.
  *
  * The stream is generated before the clock starts, in vLLM >= 0.26 map format by the
- * simulator's encoder (sim_kvpub_encode), per worker:
+ * simulator's encoder (sim_kvwire_encode), per worker:
  *   - each batch (one engine step): the evictions needed to stay within the worker's KV
  *     capacity (one BlockRemoved per block, as vLLM sends them), then 1-4 BlockStored events
  *     of 1-32 blocks x 16 tokens (random token ids below 151,936);
@@ -44,8 +44,8 @@
 #include "ipl_error.h"
 #include "ipl_index.h"
 #include "ipl_proto.h"
-#include "sim/sim_kvbatch.h"
-#include "sim/sim_kvpub.h"
+#include "sim_kvbatch.h"
+#include "sim_kvwire.h"
 
 #define S_BLOCK      16
 #define S_VOCAB      151936u
@@ -355,7 +355,7 @@ static uint8_t *s_next_batch(s_gen_t *g, int *w, uint64_t *seq, size_t *len)
     s_step(g, *w);
     *seq = g->workers[*w].seq++;
     uint8_t *payload =
-        sim_kvpub_encode(g->batch, 1.7e9 + (double)*seq * 0.01, SIM_KV_FORMAT_MAP, true, len);
+        sim_kvwire_encode(g->batch, 1.7e9 + (double)*seq * 0.01, SIM_KV_FORMAT_MAP, true, len);
     if (!payload) BENCH_DIE("out of memory");
     return payload;
 }

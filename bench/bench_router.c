@@ -35,9 +35,9 @@
 #include "bench.h"
 #include "bench_stack.h"
 #include "bench_world.h"
-#include "decider/decider_wire.h"
-#include "decider/decider_router.h"
-#include "decider/decider_state.h"
+#include "decider_wire.h"
+#include "decider_router.h"
+#include "decider_state.h"
 #include "ipl_clock.h"
 #include "ipl_proto.h"
 

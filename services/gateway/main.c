@@ -18,8 +18,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "decider/decider_options.h"
-#include "decider/decider_server.h"
+#include "decider_options.h"
+#include "decider_server.h"
 #include "gateway_server.h"
 #include "ipl_config.h"
 #include "ipl_log.h"

@@ -26,7 +26,7 @@
 
 #include <yaml.h>
 
-#include "decider/decider_strategies.h" // the one list of strategies (names only)
+#include "decider_strategies.h" // the one list of strategies (names only)
 
 #define S_MAX_NAME       63
 #define S_MAX_MODEL      256

@@ -60,6 +60,17 @@ typedef struct {
     double step_s, prefill_token_s, decode_seq_s, context_token_s, request_s;
 } s_opts_t;
 
+/* The engine's KV sink is the publisher. */
+static int s_kv_publish(void *kvpub, const sim_kvbatch_t *batch)
+{
+    return sim_kvpub_publish(kvpub, batch);
+}
+
+static void s_kv_restart(void *kvpub)
+{
+    sim_kvpub_restart(kvpub);
+}
+
 static void s_declare(ipl_config_t *c, s_opts_t *o)
 {
     ipl_config_add(c, "host", IPL_OPT_STR, &o->host, "0.0.0.0", "host name to listen on (vLLM)");
@@ -459,7 +470,9 @@ int main(int argc, char **argv)
         .pythonhashseed = pythonhashseed,
         .seed = (uint64_t)o.seed,
         .model_name = o.served_model_name,
-        .kvpub = kvpub,
+        .kv_publish = kvpub ? s_kv_publish : NULL,
+        .kv_restart = kvpub ? s_kv_restart : NULL,
+        .kv_sink = kvpub,
         .metrics = ipl_service_metrics(svc),
     };
     engine = sim_engine_new(&ecfg);

@@ -42,12 +42,7 @@
 #include <stdint.h>
 
 #include "sim_kvbatch.h"
-
-typedef enum {
-    SIM_KV_FORMAT_MAP = 0,
-    SIM_KV_FORMAT_ARRAY,
-    SIM_KV_FORMAT_ARRAY_LEGACY,
-} sim_kv_format_t;
+#include "sim_kvwire.h"
 
 typedef enum { SIM_KV_BIND_AUTO = 0, SIM_KV_BIND_BIND, SIM_KV_BIND_CONNECT } sim_kv_bind_t;
 
@@ -64,18 +59,10 @@ typedef struct {
 /* Parses the JSON (NULL or "" gives the defaults, disabled). Unknown keys are accepted (vLLM
  * versions differ) and ignored. 0, or IPL_E_INVAL with a human message in `err`. */
 int sim_kvconfig_parse(const char *json, sim_kvconfig_t *out, char *err, size_t errlen);
-/* "map" | "array" | "array-legacy". 0 or IPL_E_INVAL. */
-int sim_kv_format_parse(const char *text, sim_kv_format_t *out);
 /* "auto" | "bind" | "connect". 0 or IPL_E_INVAL. */
 int sim_kv_bind_parse(const char *text, sim_kv_bind_t *out);
 /* vLLM's rule: true when the PUB socket binds `endpoint`. */
 bool sim_kv_endpoint_binds(const char *endpoint);
-
-/* Encodes a batch as the payload frame; `int_hashes` picks vLLM's default int hashes over raw
- * bytes. Returns a malloc'd buffer (the caller frees) and its length, or NULL on allocation
- * failure. */
-uint8_t *sim_kvpub_encode(const sim_kvbatch_t *batch, double ts, sim_kv_format_t format,
-                          bool int_hashes, size_t *len);
 
 typedef struct {
     sim_kv_format_t format;

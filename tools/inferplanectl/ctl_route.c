@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "ctl.h"
-#include "decider/decider_strategies.h"
+#include "decider_strategies.h"
 #include "ipl_chat.h"
 #include "ipl_clock.h"
 #include "ipl_error.h"

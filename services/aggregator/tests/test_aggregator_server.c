@@ -13,7 +13,7 @@
 #include <cmocka.h>
 #include <czmq.h>
 
-#include "../aggregator_server.h"
+#include "aggregator_server.h"
 #include "ipl_clock.h"
 #include "ipl_error.h"
 #include "ipl_log.h"

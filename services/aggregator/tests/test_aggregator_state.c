@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "../aggregator_state.h"
+#include "aggregator_state.h"
 #include "ipl_error.h"
 
 static ipl_msg_t s_kv(const char *worker, uint64_t op, uint64_t *hashes, uint32_t n)

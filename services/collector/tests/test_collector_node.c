@@ -18,7 +18,7 @@
 #include <czmq.h>
 #include <msgpack.h>
 
-#include "../collector_node.h"
+#include "collector_node.h"
 #include "ipl_clock.h"
 #include "ipl_error.h"
 #include "ipl_hash.h"

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "../collector_scrape.h"
+#include "collector_scrape.h"
 #include "ipl_clock.h"
 #include "ipl_error.h"
 #include "ipl_httpd.h"

@@ -18,7 +18,7 @@
 #include <cmocka.h>
 #include <msgpack.h>
 
-#include "../collector_stream.h"
+#include "collector_stream.h"
 #include "ipl_error.h"
 #include "ipl_hash.h"
 #include "ipl_log.h"

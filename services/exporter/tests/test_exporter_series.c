@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../exporter_series.h"
+#include "exporter_series.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
 

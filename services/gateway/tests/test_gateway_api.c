@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../gateway_api.h"
+#include "gateway_api.h"
 #include "ipl_error.h"
 
 /* Parses `body`; expects success. */

@@ -15,7 +15,7 @@
 #include <czmq.h>
 #include <pthread.h>
 
-#include "../gateway_route.h"
+#include "gateway_route.h"
 #include "ipl_clock.h"
 #include "ipl_error.h"
 #include "ipl_log.h"

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../gateway_sse.h"
+#include "gateway_sse.h"
 
 /* A vLLM chat stream with include_usage: role chunk, three content chunks, finish, usage. */
 static const char s_chat[] =

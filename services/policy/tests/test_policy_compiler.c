@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "../policy_compiler.h"
+#include "policy_compiler.h"
 
 static const char *s_sets =
     "apiVersion: inferplane.io/v1alpha1\n"

@@ -15,7 +15,7 @@
 #include <cmocka.h>
 #include <czmq.h>
 
-#include "../policy_server.h"
+#include "policy_server.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
 

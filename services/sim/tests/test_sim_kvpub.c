@@ -18,7 +18,7 @@
 #include "ipl_clock.h"
 #include "ipl_error.h"
 #include "ipl_vllm_kv.h"
-#include "../sim_kvpub.h"
+#include "sim_kvpub.h"
 
 #define HASH     "\x91\xcf\x01\x23\x45\x67\x89\xab\xcd\xef"
 #define TOKENS   "\xdc\x00\x10\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x10"
@@ -111,7 +111,7 @@ static void s_check_golden(sim_kv_format_t fmt, const char *golden, size_t golde
 {
     sim_kvbatch_t *b = s_example();
     size_t len = 0;
-    uint8_t *bytes = sim_kvpub_encode(b, 1700000000.5, fmt, true, &len);
+    uint8_t *bytes = sim_kvwire_encode(b, 1700000000.5, fmt, true, &len);
     assert_non_null(bytes);
     assert_int_equal(len, golden_len);
     assert_memory_equal(bytes, golden, golden_len);
@@ -233,7 +233,7 @@ static void test_golden_bytes_hashes_and_lora(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         sim_kvbatch_t *b = s_lora_example();
         size_t len = 0;
-        uint8_t *bytes = sim_kvpub_encode(b, 1700000000.5, cases[i].fmt, cases[i].int_hashes, &len);
+        uint8_t *bytes = sim_kvwire_encode(b, 1700000000.5, cases[i].fmt, cases[i].int_hashes, &len);
         assert_int_equal(len, cases[i].len);
         assert_memory_equal(bytes, cases[i].golden, len);
         ipl_vllm_kv_decoder_t *dec = ipl_vllm_kv_decoder_new();
@@ -295,7 +295,7 @@ static void test_decoded_by_collector(void **state)
     ipl_vllm_kv_decoder_t *dec = ipl_vllm_kv_decoder_new();
     for (size_t f = 0; f < 3; f++) {
         size_t len = 0;
-        uint8_t *bytes = sim_kvpub_encode(b, 1.25, fmts[f], true, &len);
+        uint8_t *bytes = sim_kvwire_encode(b, 1.25, fmts[f], true, &len);
         s_seen_t seen = {0};
         ipl_vllm_kv_batch_t batch;
         assert_int_equal(ipl_vllm_kv_decode(dec, bytes, len, &batch, s_on_event, &seen), 0);
