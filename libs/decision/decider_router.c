@@ -111,12 +111,12 @@ void decider_router_config_defaults(decider_router_config_t *config)
 
 bool decider_router_strategy_known(const char *name)
 {
-    return decider_strategy_known(name);
+    return ipl_strategy_known(name);
 }
 
 const char *decider_router_strategies(void)
 {
-    return decider_strategy_list();
+    return ipl_strategy_list();
 }
 
 const char *const *decider_router_reasons(void)
@@ -167,7 +167,7 @@ decider_router_t *decider_router_new(const decider_router_config_t *config)
     if (!(c->running_cost_s >= 0)) c->running_cost_s = 0;
     if (!(c->base_s >= 0)) c->base_s = 0;
     if (!(c->temperature_s >= 0)) c->temperature_s = 0;
-    if (!c->default_strategy || !decider_strategy_known(c->default_strategy))
+    if (!c->default_strategy || !ipl_strategy_known(c->default_strategy))
         c->default_strategy = "ttft";
     pthread_mutex_init(&self->lock, NULL);
 
@@ -589,7 +589,7 @@ int decider_router_route_at(decider_router_t *self, const ipl_policy_t *policy,
     decider_pick_fn *pick = decider_strategy_pick(strategy, &out->strategy);
     if (!pick) {
         s_fail(out, IPL_ROUTE_BAD_REQUEST, "bad_request", "unknown strategy \"%s\" (known: %s)",
-               strategy, decider_strategy_list());
+               strategy, ipl_strategy_list());
         return out->status;
     }
     if (!state) {
@@ -803,7 +803,7 @@ static void s_debug_model(void *arg, const ipl_http_req_t *hreq, ipl_http_resp_t
     const decider_router_config_t *c = &self->config;
     cJSON *r = cJSON_AddObjectToObject(root, "router");
     cJSON_AddStringToObject(r, "default_strategy", c->default_strategy);
-    cJSON_AddStringToObject(r, "strategies", decider_strategy_list());
+    cJSON_AddStringToObject(r, "strategies", ipl_strategy_list());
     cJSON_AddNumberToObject(r, "load_gate", (double)c->load_gate);
     cJSON_AddNumberToObject(r, "max_queue", (double)c->max_queue);
     cJSON_AddNumberToObject(r, "temperature_s", c->temperature_s);

@@ -64,10 +64,9 @@
 
 // ---- the list ---------------------------------------------------------------------------------
 
-#define S_NAME_ENTRY(name) name,
-#define S_LIST_ENTRY(name) ", " name
-static const char *const s_names[] = {DECIDER_STRATEGY_NAMES(S_NAME_ENTRY)};
-static const char s_list[] = "" DECIDER_STRATEGY_NAMES(S_LIST_ENTRY);
+// The names are proto's (ipl_strategy.h); the table gives each its pick function, in that order.
+#define S_NAME_ENTRY(name, measurement) name,
+static const char *const s_names[] = {IPL_STRATEGIES(S_NAME_ENTRY)};
 #define S_NNAMES (sizeof s_names / sizeof s_names[0])
 
 static decider_pick_fn s_pick_ttft, s_pick_random, s_pick_round_robin, s_pick_least_loaded,
@@ -104,19 +103,7 @@ static const struct {
      "as chunks), random among the longest matches"},
 };
 #define S_NTABLE (sizeof s_table / sizeof s_table[0])
-_Static_assert(S_NTABLE == S_NNAMES, "every name in DECIDER_STRATEGY_NAMES has a pick function");
-
-bool decider_strategy_known(const char *name)
-{
-    for (size_t i = 0; name && i < S_NNAMES; i++)
-        if (!strcmp(s_names[i], name)) return true;
-    return false;
-}
-
-const char *decider_strategy_list(void)
-{
-    return s_list + 2; // after the leading ", "
-}
+_Static_assert(S_NTABLE == S_NNAMES, "every name in IPL_STRATEGIES has a pick function");
 
 const char *decider_strategy_source(const char *name)
 {

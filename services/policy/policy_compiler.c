@@ -26,7 +26,7 @@
 
 #include <yaml.h>
 
-#include "decider_strategies.h" // the one list of strategies (names only)
+#include "ipl_strategy.h" // the one list of strategies
 
 #define S_MAX_NAME       63
 #define S_MAX_MODEL      256
@@ -34,8 +34,8 @@
 #define S_MAX_BLOCK_SIZE 1024
 #define S_KNOWN_SHOWN    10 // names listed in "(known: ...)"
 
-#define S_STRATEGY(name) name,
-static const char *const s_strategies[] = {DECIDER_STRATEGY_NAMES(S_STRATEGY) NULL};
+#define S_STRATEGY(name, measurement) name,
+static const char *const s_strategies[] = {IPL_STRATEGIES(S_STRATEGY) NULL}; // for the hints
 static const char *const s_kinds[] = {"InferencePool", "InferenceWorkerSet", NULL};
 
 // ---- arena ------------------------------------------------------------------------------------
@@ -582,7 +582,7 @@ static void s_pool(s_doc_t *d, yaml_node_t *spec, yaml_node_t *name_node)
     s_pool_t pool = {.name = d->name, .loc = s_loc(d, name_node), .model_loc = s_loc(d, f[0])};
     pool.model = s_model(d, f[0], spec, "spec.model");
     pool.strategy = s_str(d, f[1], spec, "spec.strategy", false);
-    if (pool.strategy && !policy_strategy_known(pool.strategy)) {
+    if (pool.strategy && !ipl_strategy_known(pool.strategy)) {
         char hint[512];
         s_err(d, f[1], "spec.strategy \"%s\" is not a known strategy%s", pool.strategy,
               s_hint(hint, sizeof hint, pool.strategy, s_strategies, s_count(s_strategies)));
@@ -1048,11 +1048,4 @@ size_t policy_compiler_nfiles(const policy_compiler_t *self)
 const char *policy_compiler_file(const policy_compiler_t *self, size_t i)
 {
     return i < self->nfiles ? self->files[i] : NULL;
-}
-
-bool policy_strategy_known(const char *name)
-{
-    for (size_t i = 0; name && s_strategies[i]; i++)
-        if (!strcmp(s_strategies[i], name)) return true;
-    return false;
 }

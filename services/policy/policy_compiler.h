@@ -72,7 +72,4 @@ const char *policy_compiler_warning(const policy_compiler_t *self, size_t i);
 size_t policy_compiler_nfiles(const policy_compiler_t *self);
 const char *policy_compiler_file(const policy_compiler_t *self, size_t i);
 
-/* True when `name` is a routing strategy pools may ask for (the decider implements it). */
-bool policy_strategy_known(const char *name);
-
 #endif

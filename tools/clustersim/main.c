@@ -19,11 +19,9 @@
 #include "ipl_config.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
+#include "ipl_strategy.h"
 #include "sim_profile.h"
 
-#define S_DEFAULT_STRATEGIES                                                                       \
-    "ttft,random,round-robin,least-loaded,gie-default,dynamo-cost,sglang-cache-aware,"             \
-    "prefix-hash,oracle"
 #define S_MAX_ITEMS 32
 
 typedef struct {
@@ -35,13 +33,27 @@ typedef struct {
     bool json, calibrate, verbose;
 } s_flags_t;
 
+// The default comparison: every strategy of the one list (ipl_strategy.h) in its order, the
+// measurement-only ones (oracle) last: "ttft,random,...,prefix-hash,oracle". Static.
+static const char *s_default_strategies(void)
+{
+    static char list[512];
+    size_t used = 0;
+    for (int measurement = 0; measurement <= 1; measurement++)
+        for (size_t i = 0; i < ipl_strategy_count(); i++)
+            if (ipl_strategy_measurement(i) == (bool)measurement)
+                used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", used ? "," : "",
+                                         ipl_strategy_name(i));
+    return list;
+}
+
 static void s_declare(ipl_config_t *c, s_flags_t *f)
 {
     ipl_config_add(c, "workload", IPL_OPT_STR, &f->workloads, "shared-prefix",
                    "comma-separated built-in workloads: shared-prefix, multi-turn, no-prefix");
     ipl_config_add(c, "trace", IPL_OPT_STR, &f->trace, NULL,
                    "a JSONL trace instead (ours or Mooncake-style; see docs/clustersim.md)");
-    ipl_config_add(c, "strategies", IPL_OPT_STR, &f->strategies, S_DEFAULT_STRATEGIES,
+    ipl_config_add(c, "strategies", IPL_OPT_STR, &f->strategies, s_default_strategies(),
                    "comma-separated strategies to compare (unknown ones are skipped)");
     ipl_config_add(c, "requests", IPL_OPT_INT, &f->requests, "0",
                    "requests per workload (0: the workload's default; a trace: all lines)");

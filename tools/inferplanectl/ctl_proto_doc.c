@@ -4,16 +4,23 @@
 
 #include "ctl.h"
 #include "ipl_proto.h"
+#include "ipl_strategy.h"
 
 static const char *s_type(const ipl_proto_field_t *f)
 {
     switch (f->type) {
-    case IPL_FT_U64: return "uint64";
-    case IPL_FT_F64: return "float64";
-    case IPL_FT_BOOL: return "bool";
-    case IPL_FT_STR: return "string or nil";
-    case IPL_FT_U64S: return "array of uint64";
-    case IPL_FT_STRUCTS: return f->elem->name;
+    case IPL_FT_U64:
+        return "uint64";
+    case IPL_FT_F64:
+        return "float64";
+    case IPL_FT_BOOL:
+        return "bool";
+    case IPL_FT_STR:
+        return "string or nil";
+    case IPL_FT_U64S:
+        return "array of uint64";
+    case IPL_FT_STRUCTS:
+        return f->elem->name;
     }
     return "?";
 }
@@ -61,5 +68,12 @@ int ctl_proto_doc(int argc, char **argv)
                structs[i]->doc);
         s_fields(structs[i], 0);
     }
+    printf("## Strategies\n\nThe values of `pool.strategy`, `ROUTE_REQ.strategy` and "
+           "`ROUTE_REP.strategy` (`proto/ipl_strategy.h`; the InferencePool CRD's "
+           "`spec.strategy` enum is the same list). The first is the decider's default; a "
+           "strategy marked *measurement* exists to measure the others.\n\n");
+    for (size_t i = 0; i < ipl_strategy_count(); i++)
+        printf("- `%s`%s\n", ipl_strategy_name(i),
+               ipl_strategy_measurement(i) ? " (measurement)" : "");
     return 0;
 }

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "ctl.h"
-#include "decider_strategies.h"
+#include "ipl_strategy.h"
 #include "ipl_chat.h"
 #include "ipl_clock.h"
 #include "ipl_error.h"
@@ -33,10 +33,6 @@ typedef struct {
     long block_size, timeout_ms;
     bool explain;
 } s_opts_t;
-
-// The decider's strategies, from the one list (names only; nothing of the decider is linked).
-#define S_LIST_ENTRY(name) ", " name
-static const char s_strategies[] = "" DECIDER_STRATEGY_NAMES(S_LIST_ENTRY);
 
 static void s_usage(FILE *out)
 {
@@ -65,7 +61,7 @@ static void s_usage(FILE *out)
             "                      (its admin address, e.g. 127.0.0.1:9104)\n\n"
             "The decider records the routing (in flight, optimistic cache) as for a real "
             "request.\n",
-            s_strategies + 2);
+            ipl_strategy_list());
 }
 
 static int s_parse(int argc, char **argv, s_opts_t *o)

@@ -520,17 +520,6 @@ static void test_too_many_targets(void **state)
                  NULL);
 }
 
-static void test_strategy_names(void **state)
-{
-    (void)state;
-    assert_true(policy_strategy_known("ttft"));
-    assert_true(policy_strategy_known("least-loaded"));
-    assert_true(policy_strategy_known("random"));
-    assert_false(policy_strategy_known("TTFT"));
-    assert_false(policy_strategy_known(""));
-    assert_false(policy_strategy_known(NULL));
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -548,7 +537,6 @@ int main(void)
         cmocka_unit_test(test_directory_of_files),
         cmocka_unit_test(test_error_limit),
         cmocka_unit_test(test_too_many_targets),
-        cmocka_unit_test(test_strategy_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
