@@ -56,7 +56,7 @@ void ipl_metrics_add_process(ipl_metrics_t *self, const char *service);
  * NUL-terminated buffer (the caller frees) and its length in *len. */
 char *ipl_metrics_render(ipl_metrics_t *self, size_t *len);
 
-/* vLLM's histogram buckets (vllm/v1/metrics/loggers.py; VLLM-INTEROP §3), shared by the
+/* vLLM's histogram buckets (vllm-project/vllm: vllm/v1/metrics/loggers.py), shared by the
  * simulator (which must expose exactly vLLM's) and the exporter (so our series line up with
  * the workers'). */
 extern const double ipl_metrics_vllm_ttft_buckets[]; /* time_to_first_token_seconds */

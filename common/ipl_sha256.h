@@ -1,7 +1,7 @@
 /*
  * ipl_sha256 — SHA-256 (FIPS 180-4), for reproducing vLLM's prefix-cache block hashes
- * (`--prefix-caching-hash-algo sha256` / `sha256_cbor`, VLLM-INTEROP §2) without a crypto
- * library dependency.
+ * (`--prefix-caching-hash-algo sha256` / `sha256_cbor`, vllm-project/vllm: vllm/utils/hashing.py)
+ * without a crypto library dependency.
  *
  *     uint8_t digest[IPL_SHA256_LEN];
  *     ipl_sha256(data, len, digest);                  one shot

@@ -1,5 +1,6 @@
 /*
- * ipl_vllm_kv — decoder of vLLM KV-event batches (see ipl_vllm_kv.h, VLLM-INTEROP §1).
+ * ipl_vllm_kv — decoder of vLLM KV-event batches (see ipl_vllm_kv.h; vllm-project/vllm:
+ * vllm/distributed/kv_events.py).
  *
  * One pass decodes the whole batch into the decoder's scratch arrays; only when it is known to
  * be valid are the events handed to the callback (all or nothing). While decoding, an event
@@ -70,8 +71,9 @@ static s_field_t s_key_field(const char *key, uint32_t len)
     }
 }
 
-/* Array form: the field at position 1, 2, ... of each tag (declaration order, VLLM-INTEROP
- * §1.3); `min` is the shortest valid array, tag included. */
+/* Array form: the field at position 1, 2, ... of each tag (declaration order in
+ * vllm-project/vllm: vllm/distributed/kv_events.py); `min` is the shortest valid array, tag
+ * included. */
 static const s_field_t s_stored_pos[] = {F_HASHES,    F_PARENT,    F_TOKENS,        F_BLOCK_SIZE,
                                          F_LORA_ID,   F_MEDIUM,    F_LORA_NAME,     F_EXTRA_KEYS,
                                          F_GROUP_IDX, F_SPEC_KIND, F_SLIDING_WINDOW};

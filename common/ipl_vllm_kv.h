@@ -1,5 +1,6 @@
 /*
- * ipl_vllm_kv — decoder of vLLM's KV-cache event stream (docs: VLLM-INTEROP §1).
+ * ipl_vllm_kv — decoder of vLLM's KV-cache event stream (vllm-project/vllm:
+ * vllm/distributed/kv_events.py).
  *
  * A PUB message is three frames: topic, an 8-byte big-endian sequence number, and a msgpack
  * payload EventBatch. The envelope is an array [ts, [events...], dp_rank?] (every release

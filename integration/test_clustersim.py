@@ -1,10 +1,11 @@
 """inferplane-clustersim end to end: the routing-quality check CI relies on, determinism by
 seed, traces in both formats, and the command line's errors and notes.
 
-The scenario is the published benchmark's shape (MISSION.md: 2 pools x 3 L40S workers, long
-prompts sharing a prefix from a set of groups, Poisson arrivals) cut to 300 requests so each
-strategy simulates in well under a second of real time; the ordering check runs it at 8 req/s,
-where the cache-aware strategies separate (at 2 req/s they all sit on the same floor).
+The scenario is the published benchmark's shape (Buoyant's Kinference, docs/architecture.md:
+2 pools x 3 L40S workers, long prompts sharing a prefix from a set of groups, Poisson
+arrivals) cut to 300 requests so each strategy simulates in well under a second of real time;
+the ordering check runs it at 8 req/s, where the cache-aware strategies separate (at 2 req/s
+they all sit on the same floor).
 """
 import csv
 import json

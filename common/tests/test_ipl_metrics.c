@@ -349,7 +349,9 @@ static void test_programmer_errors_abort(void **state)
 
 static void test_vllm_buckets(void **state)
 {
-    (void)state; /* the counts and ends of vLLM's lists (VLLM-INTEROP §3), strictly increasing */
+    /* the counts and ends of vLLM's lists (vllm-project/vllm: vllm/v1/metrics/loggers.py),
+     * strictly increasing */
+    (void)state;
     assert_int_equal(ipl_metrics_vllm_ttft_nbuckets, 22);
     assert_true(ipl_metrics_vllm_ttft_buckets[0] == 0.001 &&
                 ipl_metrics_vllm_ttft_buckets[21] == 2560.0);

@@ -1,6 +1,8 @@
 /*
- * Unit tests of ipl_vllm_kv: the byte examples of VLLM-INTEROP §1.4 (the 89-byte array form
- * and the 266-byte map form, built by hand from the listing), a capture-like v0.26 map event,
+ * Unit tests of ipl_vllm_kv: the byte examples of one batch (the 89-byte array form and the
+ * 266-byte map form, built by hand from the structs of vllm-project/vllm:
+ * vllm/distributed/kv_events.py by msgspec's encoding rules,
+ * jcristharif.com/msgspec/structs.html), a capture-like v0.26 map event,
  * every hash encoding, map envelopes, truncation at every byte offset, wrong types, huge
  * declared lengths, the limits, all-or-nothing delivery, and the sequence-frame helpers.
  */
@@ -144,7 +146,7 @@ static int s_decode(void **state, const uint8_t *p, size_t len, ipl_vllm_kv_batc
     return ipl_vllm_kv_decode(*state, p, len, b, s_record, rec);
 }
 
-/* The BlockStored of §1.4: hash 0x0123456789abcdef, root parent, tokens 1..16, GPU. */
+/* The example's BlockStored: hash 0x0123456789abcdef, root parent, tokens 1..16, GPU. */
 static void s_check_example_stored(const s_rec_t *rec, int i)
 {
     const ipl_vllm_kv_event_t *ev = &rec->ev[i];
@@ -171,7 +173,7 @@ static void s_check_example_removed(const s_rec_t *rec, int i)
     assert_string_equal(rec->medium[i], "GPU");
 }
 
-/* §1.4 (a), byte for byte. */
+/* The example in the v0.10-era array form (medium, no lora_name), byte for byte. */
 static const uint8_t s_example_array[] = {
     0x93,                                                 /* EventBatch */
     0xcb, 0x41, 0xd9, 0x54, 0xfc, 0x40, 0x20, 0x00, 0x00, /* ts */
@@ -191,7 +193,7 @@ static const uint8_t s_example_array[] = {
                                                                                    */
 };
 
-/* §1.4 (b), following the listing line by line. */
+/* The example in the v0.26+ map form, field by field in declaration order. */
 static s_out_t s_example_map(void)
 {
     s_out_t o = {0};

@@ -84,7 +84,8 @@ struct sim_engine {
     s_metrics_t m;
 };
 
-/* --- vLLM's histogram buckets (VLLM-INTEROP §3; the latency ones are in ipl_metrics) -------- */
+/* --- vLLM's histogram buckets -------------------------------------------------------------- */
+/* As vllm-project/vllm: vllm/v1/metrics/loggers.py; the latency ones are in ipl_metrics. */
 
 static const double s_iter_buckets[] = {1,   8,    16,   32,   64,   128,  256,
                                         512, 1024, 2048, 4096, 8192, 16384};

@@ -1,5 +1,5 @@
 /*
- * sim_hasher — vLLM's prefix-cache block hashes, byte for byte (VLLM-INTEROP §2).
+ * sim_hasher — vLLM's prefix-cache block hashes, byte for byte (vllm-project/vllm, files below).
  *
  * vLLM (vllm/v1/core/kv_cache_utils.py, vllm/utils/hashing.py) hashes every full block as
  *

@@ -1,7 +1,7 @@
 /*
  * sim_kvwire — a KV batch (sim_kvbatch) as the payload frame vLLM's ZMQ publisher sends:
  * msgpack [ts, [events...], dp_rank=0], in one of the event encodings vLLM has used
- * (vllm/distributed/kv_events.py in vllm-project/vllm; VLLM-INTEROP §1). The publisher around
+ * (vllm-project/vllm: vllm/distributed/kv_events.py). The publisher around
  * it (PUB socket, replay) is inferplane-sim's sim_kvpub; benchmarks encode with it directly.
  */
 #ifndef SIM_KVWIRE_H

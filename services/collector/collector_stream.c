@@ -548,7 +548,8 @@ static int s_on_event(void *arg, const ipl_vllm_kv_event_t *ev)
         return 0;
     }
     /* Only the GPU prefix cache of full-attention KV group 0 is what a request can hit the way
-     * the gateway hashes it (VLLM-INTEROP §1.5: hybrid groups and the CPU tier are other hash
+     * the gateway hashes it (vllm-project/vllm: vllm/distributed/kv_events.py, BlockStored's
+     * medium, group_idx and kv_cache_spec_kind: hybrid groups and the CPU tier are other hash
      * spaces). */
     if ((ev->medium && !s_bytes_eq(ev->medium, ev->medium_len, "GPU")) || ev->group_idx > 0 ||
         (ev->spec_kind && !s_bytes_eq(ev->spec_kind, ev->spec_kind_len, "full_attention"))) {

@@ -13,7 +13,8 @@
  *   inferplane_ttft_prediction_error_seconds             2xx with both TTFTs > 0:
  *                                                        |predicted_ttft_s − ttft_s|
  *
- * Histogram buckets follow vLLM's (VLLM-INTEROP §3) so dashboards compare like with like.
+ * Histogram buckets follow vLLM's (vllm-project/vllm: vllm/v1/metrics/loggers.py) so dashboards
+ * compare like with like.
  * Label values come from remote input: they are escaped, and the number of distinct label
  * sets is capped; records beyond the cap are counted under the label set whose every value
  * is "__overflow__" (and in inferplane_exporter_label_overflow_total).

@@ -1,7 +1,8 @@
 /*
  * sim_api — vLLM's OpenAI-compatible HTTP server, in front of the simulated engine.
  *
- *   POST /v1/completions, /v1/chat/completions   streaming (SSE) and not (VLLM-INTEROP §4)
+ *   POST /v1/completions, /v1/chat/completions   streaming (SSE) and not (vllm-project/vllm:
+ *        vllm/entrypoints/openai/serving_completion.py, serving_chat.py)
  *   GET  /v1/models, /health, /version, /metrics
  *   POST /tokenize, /detokenize, /reset_prefix_cache
  *   POST /sim/restart   (simulator-only fault: an abrupt restart, see sim_api_restart)

@@ -1,5 +1,6 @@
 /*
- * sim_kvpub — publishes the engine's KV-cache events exactly as vLLM does (VLLM-INTEROP §1).
+ * sim_kvpub — publishes the engine's KV-cache events exactly as vLLM does (vllm-project/vllm:
+ * vllm/distributed/kv_events.py).
  *
  *   PUB socket, one 3-frame message per engine step that changed the cache:
  *       [topic] [seq: u64 big-endian, from 0] [msgpack [ts, [events...], dp_rank=0]]
@@ -23,7 +24,7 @@
  *   array         vLLM 0.13-0.25: tagged arrays ["BlockStored", block_hashes, parent,
  *                 token_ids, block_size, lora_id, medium, lora_name],
  *                 ["BlockRemoved", block_hashes, medium], ["AllBlocksCleared"]
- *   array-legacy  vLLM 0.10-0.12: as array without lora_name (VLLM-INTEROP §1.4(a))
+ *   array-legacy  vLLM 0.10-0.12: as array without lora_name (added by vllm-project/vllm #27577)
  *
  * The PUB socket binds or connects by vLLM's rule (bind when the endpoint contains '*' or
  * "::" or starts with ipc:// or inproc://, else connect), unless the simulator-only

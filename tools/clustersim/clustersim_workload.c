@@ -255,9 +255,9 @@ const char *clustersim_gen_kind_name(clustersim_gen_kind_t kind)
 
 void clustersim_gen_config_defaults(clustersim_gen_kind_t kind, clustersim_gen_config_t *cfg)
 {
-    // Shaped like the published benchmark (MISSION.md): long prompts whose prefix is shared by
-    // a few groups, short answers, Poisson arrivals near the random-routing capacity of six
-    // L40S workers. docs/clustersim.md explains each figure.
+    // Shaped like the published benchmark (Buoyant's Kinference, docs/architecture.md): long
+    // prompts whose prefix is shared by a few groups, short answers, Poisson arrivals near the
+    // random-routing capacity of six L40S workers. docs/clustersim.md explains each figure.
     *cfg = (clustersim_gen_config_t){
         .seed = 1,
         .requests = 600,

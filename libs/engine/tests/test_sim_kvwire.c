@@ -1,7 +1,8 @@
 /*
- * Unit tests of sim_kvwire: the payload bytes of vLLM's documented example in every format
- * (golden, byte for byte), with LoRA, extra keys and raw digests, decoded back by the
- * collector's decoder (ipl_vllm_kv).
+ * Unit tests of sim_kvwire: the payload bytes of an example batch in every format (golden, byte
+ * for byte; the structs of vllm-project/vllm: vllm/distributed/kv_events.py encoded by hand by
+ * msgspec's rules, jcristharif.com/msgspec/structs.html), with LoRA, extra keys and raw
+ * digests, decoded back by the collector's decoder (ipl_vllm_kv).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,9 +22,9 @@
 #define TOKENS   "\xdc\x00\x10\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x10"
 #define ENVELOPE "\x93\xcb\x41\xd9\x54\xfc\x40\x20\x00\x00\x92"
 
-/* One msgpack value per line, as in VLLM-INTEROP §1.4. */
+/* One msgpack value per line, in the order msgspec writes them. */
 // clang-format off
-/* §1.4(a): v0.10-era arrays (medium, no lora_name), 89 bytes. */
+/* The v0.10-era arrays (medium, no lora_name), 89 bytes. */
 static const char s_golden_legacy[] = ENVELOPE
     "\x97" "\xab" "BlockStored" HASH "\xc0" TOKENS "\x10" "\xc0" "\xa3" "GPU"
     "\x93" "\xac" "BlockRemoved" HASH "\xa3" "GPU"
@@ -33,7 +34,7 @@ static const char s_golden_array[] = ENVELOPE
     "\x98" "\xab" "BlockStored" HASH "\xc0" TOKENS "\x10" "\xc0" "\xa3" "GPU" "\xc0"
     "\x93" "\xac" "BlockRemoved" HASH "\xa3" "GPU"
     "\x00";
-/* §1.4(b): v0.26+ maps, as the live capture, 266 bytes. */
+/* The v0.26+ maps, as the vLLM 0.26.0 capture in volcano-sh/kthena#1535, 266 bytes. */
 static const char s_golden_map[] = ENVELOPE
     "\x8b" "\xa4" "type" "\xab" "BlockStored"
     "\xac" "block_hashes" HASH
