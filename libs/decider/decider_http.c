@@ -1,6 +1,6 @@
 /*
  * decider_http — JSON request parsing (strictly typed, every error says which field and what
- * was expected) and decision rendering.
+ * was expected), decision rendering and the router's admin endpoint.
  */
 #include "decider_http.h"
 
@@ -317,4 +317,22 @@ char *decider_http_render(const decider_decision_t *d, uint64_t prompt_tokens)
     char *json = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return json;
+}
+
+// ---- admin ------------------------------------------------------------------------------------
+
+static void s_debug_model(void *arg, const ipl_http_req_t *hreq, ipl_http_resp_t *resp)
+{
+    (void)hreq;
+    cJSON *root = decider_router_model_json(arg);
+    if (!root) {
+        ipl_http_resp_error(resp, 500, "server_error", "out of memory");
+        return;
+    }
+    ipl_http_resp_json(resp, 200, &root);
+}
+
+void decider_http_register_model(ipl_httpd_t *httpd, decider_router_t *router)
+{
+    ipl_httpd_route(httpd, "GET", "/debug/model", s_debug_model, router);
 }

@@ -14,6 +14,8 @@
  * "predicted_ttft_ms", "cached_tokens", "prompt_tokens", "strategy", "reason", "detail",
  * "candidates": [{worker, url, predicted_ttft_ms, cached_tokens, running, waiting, inflight,
  * kv_usage, eligible, note}], "state_seq"}; a failed decision adds an OpenAI-shaped "error".
+ *
+ * Admin: decider_http_register_model() — GET /debug/model, decider_router_model_json().
  */
 #ifndef DECIDER_HTTP_H
 #define DECIDER_HTTP_H
@@ -22,6 +24,7 @@
 #include <stdint.h>
 
 #include "decider_router.h"
+#include "ipl_httpd.h"
 #include "ipl_tokenizer.h"
 
 #define DECIDER_HTTP_MAX_HASHES 65536u
@@ -56,5 +59,11 @@ int decider_http_status(int route_status);
 
 /* Renders the decision as JSON (malloc'd, the caller frees). NULL on allocation failure. */
 char *decider_http_render(const decider_decision_t *d, uint64_t prompt_tokens);
+
+/* Registers GET /debug/model on `httpd`: the router's model (decider_router_model_json: the
+ * predictor's parameters and errors per worker set, the router's settings, the fallback and
+ * OBSERVED counters, the decisions awaiting observation), 500 when out of memory. The router
+ * must outlive the server. */
+void decider_http_register_model(ipl_httpd_t *httpd, decider_router_t *router);
 
 #endif

@@ -1,12 +1,7 @@
 /*
- * decider_server — see the header's diagram. The loop thread owns listen/sub/dealer; the
- * snapshot DEALER is recreated for every snapshot request, so replies to an abandoned
- * request can never mix into the next snapshot, and the state SUB is recreated whenever
- * another aggregator (or the same one, after silence) is followed, so nothing queued from
- * the old one mixes into the new stream.
- *
- * Snapshot requests wait until the SUB is connected (plus S_SETTLE_MS for its subscription
- * to reach the aggregator): subscribe first, then request (decider_sync.h).
+ * decider_server — see the header's diagram. The loop thread owns the listen ROUTER and the
+ * state sockets (decider_follow: SUB, its monitor, the snapshot DEALER); the metrics are
+ * decider_metrics'.
  */
 #include "decider_server.h"
 
@@ -14,15 +9,15 @@
 #include <czmq.h>
 #include <errno.h>
 #include <poll.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "decider_follow.h"
 #include "decider_http.h"
 #include "decider_ledger.h"
+#include "decider_metrics.h"
 #include "decider_peers.h"
 #include "decider_sync.h"
 #include "decider_wire.h"
@@ -36,9 +31,7 @@
 #include "ipl_zmq.h"
 
 #define S_TICK_MS         100
-#define S_SETTLE_MS       100 // after the SUB connects, for its subscription to arrive
 #define S_MAX_ROUTE_FRAME (16u << 20)
-#define S_MAX_STATE_FRAME IPL_PROTO_MAX_FRAME
 
 // What the loop polls (decider_server_run).
 enum { S_LISTEN, S_SIGNAL, S_SUB, S_MONITOR, S_DEALER, S_PEERS, S_NITEMS };
@@ -50,14 +43,10 @@ struct decider_server {
     char *peer_eps[DECIDER_SERVER_MAX_PEERS];
     size_t npeers;
     char id[128];
-    zsock_t *listen, *sub, *dealer;
-    zsock_t *sub_monitor;    // PAIR receiving the SUB's connect events
-    bool sub_connected;      // the SUB is connected now
-    bool sub_ever_connected; // a connect after this one is a reconnect
-    uint64_t follow_ms;      // monotonic time the SUB was created
-    uint64_t connected_ms;   // monotonic time it last connected
+    zsock_t *listen;
+    decider_follow_t *follow; // the state sockets and the replica (borrows subs, snaps)
+    decider_sync_t *sync;     // the follower's replica
     ipl_policy_view_t *policy;
-    decider_sync_t *sync;
     decider_ledger_t *ledger; // lent to the router and the peers; destroyed after both
     decider_router_t *router;
     decider_peers_t *peers;
@@ -65,171 +54,26 @@ struct decider_server {
     decider_decision_t decision; // the loop thread's, reused
     decider_wire_t wire;         // ROUTE_REP candidates, reused
     msgpack_sbuffer reply;       // the ROUTE_REP frame, reused (loop thread; zeroed = empty)
-    // quiet[k]: socket k was left by a receive that found nothing (EAGAIN) and not used since,
-    // so its ZMQ_FD becomes readable when anything arrives: the loop polls that fd instead of
+    // A socket is quiet when a receive found nothing (EAGAIN) and it was not used since, so
+    // its ZMQ_FD becomes readable when anything arrives: the loop polls that fd instead of
     // having zmq_poll ask the socket for ZMQ_EVENTS before and after every wait (a poll() and
-    // a getpid() per socket and pass, most of a decision's system calls). Cleared whenever a
-    // socket is replaced; the peers' socket is never quiet (decider_peers drains it).
-    bool quiet[S_NITEMS];
+    // a getpid() per socket and pass, most of a decision's system calls). The listen ROUTER's
+    // is here, the state sockets' are the follower's (decider_follow_socket); the peers'
+    // socket is never quiet (decider_peers drains it).
+    bool listen_quiet;
 
     ipl_metrics_t *metrics;
-    const char *const *reasons; // decider_router_reasons()
-    size_t nreasons;
-    ipl_metric_t **m_decisions; // one per reason, + "other" (never expected)
-    ipl_metric_t *m_latency;
-    ipl_metric_t *m_resyncs[DECIDER_RESYNC_NREASONS];
-    pthread_mutex_t collect_lock; // counters mirrored from stats at render time
+    decider_metrics_t *decider_metrics;
 };
 
 // ---- metrics ----------------------------------------------------------------------------------
 
-static void s_drop(decider_server_t *self, const char *socket, const char *reason)
-{
-    char labels[128];
-    snprintf(labels, sizeof labels, "socket=\"%s\",reason=\"%s\"", socket, reason);
-    ipl_metric_inc(ipl_metrics_counter(self->metrics, "inferplane_frames_dropped_total",
-                                       "Malformed or unexpected frames dropped, by socket and "
-                                       "reason.",
-                                       labels));
-    IPL_LOG_EVERY(10, IPL_LOG_WARN, "frame_dropped", "socket=%s reason=%s", socket, reason);
-}
-
-static void s_count_decision(decider_server_t *self, const char *reason, double seconds)
-{
-    size_t i = 0;
-    while (i < self->nreasons && (!reason || strcmp(self->reasons[i], reason)))
-        i++;
-    if (self->m_decisions) ipl_metric_inc(self->m_decisions[i]);
-    if (seconds >= 0) ipl_metric_observe(self->m_latency, seconds);
-}
-
-// Age of the newest state the replica applied: its lag behind the aggregator.
-static uint64_t s_age_ms(const decider_sync_stats_t *st)
-{
-    uint64_t now = ipl_mono_ms();
-    return st->last_applied_ms && now > st->last_applied_ms ? now - st->last_applied_ms : 0;
-}
-
-// A counter that mirrors a monotonic count kept elsewhere (decider_sync's resyncs, the
-// peers' messages), raised to it at render time.
-static void s_mirror(decider_server_t *self, ipl_metric_t *counter, uint64_t value)
-{
-    pthread_mutex_lock(&self->collect_lock);
-    double have = ipl_metric_value(counter);
-    if ((double)value > have) ipl_metric_add(counter, (double)value - have);
-    pthread_mutex_unlock(&self->collect_lock);
-}
-
-static void s_collect(void *arg, ipl_metrics_t *m)
+// A dropped frame (decider_follow_drop_fn; `arg` is the server). Only from the loop, which
+// starts once decider_server_new has made the metrics.
+static void s_drop(void *arg, const char *socket, const char *reason)
 {
     decider_server_t *self = arg;
-    decider_sync_stats_t st;
-    decider_sync_stats(self->sync, &st);
-    ipl_metric_set(ipl_metrics_gauge(m, "inferplane_decider_state_seq",
-                                     "State sequence number of the replica.", NULL),
-                   (double)st.seq);
-    ipl_metric_set(ipl_metrics_gauge(m, "inferplane_decider_state_lag_seconds",
-                                     "Age of the newest state the replica applied (a delta, a "
-                                     "heartbeat or a snapshot).",
-                                     NULL),
-                   st.synced ? (double)s_age_ms(&st) / 1000.0 : 0);
-    for (int r = 1; r < DECIDER_RESYNC_NREASONS; r++)
-        s_mirror(self, self->m_resyncs[r], st.resyncs[r]);
-    ipl_metric_set(ipl_metrics_gauge(m, "inferplane_decider_state_source",
-                                     "Position in --state-sub of the aggregator followed.", NULL),
-                   (double)st.source);
-    decider_peers_stats_t ps;
-    decider_peers_stats(self->peers, &ps);
-    static const char *const dirs[] = {"sent", "send_failed", "received", "own", "lost"};
-    const uint64_t counts[] = {ps.sent, ps.send_failed, ps.received, ps.own, ps.lost};
-    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
-        char labels[48];
-        snprintf(labels, sizeof labels, "event=\"%s\"", dirs[i]);
-        s_mirror(self,
-                 ipl_metrics_counter(m, "inferplane_decider_peer_routed_total",
-                                     "ROUTED messages between decider replicas: sent, not sent "
-                                     "(send_failed), received from peers, own (ignored), lost "
-                                     "(gaps in a peer's sequence).",
-                                     labels),
-                 counts[i]);
-    }
-    ipl_metric_set(ipl_metrics_gauge(m, "inferplane_decider_state_synced",
-                                     "1 once a state snapshot was applied.", NULL),
-                   st.synced);
-    ipl_metric_set(ipl_metrics_gauge(m, "inferplane_decider_state_buffered",
-                                     "Deltas buffered while a snapshot is received.", NULL),
-                   (double)st.buffered);
-    ipl_metric_set(ipl_metrics_gauge(m, "inferplane_decider_snapshots",
-                                     "State snapshots applied since start.", NULL),
-                   (double)st.snapshots);
-    ipl_metric_set(ipl_metrics_gauge(m, "inferplane_decider_state_apply_errors",
-                                     "State messages the replica rejected since start.", NULL),
-                   (double)st.apply_errors);
-    ipl_metric_set(ipl_metrics_gauge(m, "inferplane_decider_policy_version",
-                                     "Version of the policy in use (0: none).", NULL),
-                   (double)ipl_policy_view_version(self->policy));
-    ipl_metric_set(ipl_metrics_gauge(m, "inferplane_decider_optimistic_blocks",
-                                     "Block memberships assumed after routing, not yet "
-                                     "expired.",
-                                     NULL),
-                   (double)decider_router_optimistic_blocks(self->router));
-    ipl_metric_set(ipl_metrics_gauge(m, "inferplane_decider_mean_request_tokens",
-                                     "Mean uncached prompt tokens per routed request (EWMA), "
-                                     "used for queue wait.",
-                                     NULL),
-                   decider_router_mean_request_tokens(self->router));
-    double workers = 0, blocks = 0, memberships = 0;
-    decider_sync_rdlock(self->sync);
-    const decider_state_t *state = decider_sync_state(self->sync);
-    if (state) {
-        const ipl_index_t *index = decider_state_index(state);
-        workers = ipl_index_nworkers(index);
-        blocks = (double)ipl_index_blocks(index);
-        memberships = (double)ipl_index_memberships(index);
-    }
-    decider_sync_unlock(self->sync);
-    ipl_metric_set(ipl_metrics_gauge(m, "inferplane_decider_state_workers",
-                                     "Workers the replica knows.", NULL),
-                   workers);
-    ipl_metric_set(ipl_metrics_gauge(m, "inferplane_decider_index_blocks",
-                                     "Distinct blocks in the replica's prefix index.", NULL),
-                   blocks);
-    ipl_metric_set(ipl_metrics_gauge(m, "inferplane_decider_index_memberships",
-                                     "(block, worker) pairs in the replica's prefix index.", NULL),
-                   memberships);
-}
-
-// Every reason the router can give has its series (decider_router_reasons), so that a
-// strategy's reasons never hide under "other". 0, or IPL_E_NOMEM.
-static int s_metrics_init(decider_server_t *self)
-{
-    ipl_metrics_t *m = self->metrics;
-    char labels[64];
-    self->reasons = decider_router_reasons();
-    for (self->nreasons = 0; self->reasons[self->nreasons];)
-        self->nreasons++;
-    self->m_decisions = calloc(self->nreasons + 1, sizeof *self->m_decisions);
-    if (!self->m_decisions) return IPL_E_NOMEM;
-    for (size_t i = 0; i <= self->nreasons; i++) {
-        snprintf(labels, sizeof labels, "reason=\"%s\"",
-                 i < self->nreasons ? self->reasons[i] : "other");
-        self->m_decisions[i] = ipl_metrics_counter(m, "inferplane_decider_decisions_total",
-                                                   "Routing decisions by reason.", labels);
-    }
-    static const double bounds[] = {5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4,
-                                    5e-4, 1e-3, 5e-3,   1e-2, 0.1};
-    self->m_latency = ipl_metrics_histogram(m, "inferplane_decider_decision_seconds",
-                                            "Time to decide one route request (ZeroMQ and HTTP).",
-                                            NULL, bounds, sizeof bounds / sizeof bounds[0]);
-    for (int r = 1; r < DECIDER_RESYNC_NREASONS; r++) {
-        snprintf(labels, sizeof labels, "reason=\"%s\"", decider_sync_reason_name(r));
-        self->m_resyncs[r] = ipl_metrics_counter(m, "inferplane_decider_resyncs_total",
-                                                 "State resynchronisations from a snapshot, by "
-                                                 "reason.",
-                                                 labels);
-    }
-    ipl_metrics_on_collect(m, s_collect, self);
-    return IPL_OK;
+    decider_metrics_drop(self->decider_metrics, socket, reason);
 }
 
 // ---- deciding ---------------------------------------------------------------------------------
@@ -256,10 +100,11 @@ static int s_decide(decider_server_t *self, ipl_policy_snap_t *snap, const decid
     decider_sync_stats_t st;
     decider_sync_stats(self->sync, &st);
     decider_sync_rdlock(self->sync);
-    int rc = decider_router_route(self->router, snap ? snap->policy : NULL,
-                                  decider_sync_state(self->sync), s_age_ms(&st), req, d);
+    int rc =
+        decider_router_route(self->router, snap ? snap->policy : NULL,
+                             decider_sync_state(self->sync), decider_follow_lag_ms(&st), req, d);
     decider_sync_unlock(self->sync);
-    s_count_decision(self, d->reason, (double)(ipl_mono_ns() - t0) / 1e9);
+    decider_metrics_decision(self->decider_metrics, d->reason, (double)(ipl_mono_ns() - t0) / 1e9);
     if (rc == IPL_ROUTE_OK && d->worker) s_publish_routed(self, req, d);
     return rc;
 }
@@ -314,7 +159,7 @@ static bool s_serve_route(decider_server_t *self)
     zmq_msg_t parts[2];
     int kept;
     size_t n = ipl_zmq_recv_parts(raw, parts, 2, &kept);
-    self->quiet[S_LISTEN] = n == 0 && zmq_errno() == EAGAIN;
+    self->listen_quiet = n == 0 && zmq_errno() == EAGAIN;
     if (n == 2) {
         ipl_msg_t msg = {0};
         int rc = ipl_msg_decode(zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), &msg);
@@ -336,202 +181,7 @@ static bool s_serve_route(decider_server_t *self)
     return n != 0;
 }
 
-// ---- state ------------------------------------------------------------------------------------
-
-// Receives one state message (a single frame) from `sock`; decodes it into `msg`.
-// Returns 1 with a message, 0 when nothing is waiting, -1 for a dropped frame.
-static int s_recv_state(decider_server_t *self, zsock_t *sock, const char *name, ipl_msg_t *msg)
-{
-    zmq_msg_t frame;
-    int kept;
-    size_t n = ipl_zmq_recv_parts(zsock_resolve(sock), &frame, 1, &kept);
-    self->quiet[sock == self->sub ? S_SUB : S_DEALER] = n == 0 && zmq_errno() == EAGAIN;
-    if (n != 1) {
-        ipl_zmq_close_parts(&frame, kept);
-        if (n == 0) return 0;
-        s_drop(self, name, "frames");
-        return -1;
-    }
-    memset(msg, 0, sizeof *msg);
-    int rc = ipl_msg_decode(zmq_msg_data(&frame), zmq_msg_size(&frame), msg);
-    ipl_zmq_close_parts(&frame, kept);
-    if (rc != IPL_OK) {
-        s_drop(self, name, ipl_strerror(rc));
-        return -1;
-    }
-    bool ok = msg->type == IPL_MSG_KV_EVENT || msg->type == IPL_MSG_LOAD ||
-              (sock == self->dealer && msg->type == IPL_MSG_SNAPSHOT_END);
-    if (!ok) {
-        ipl_msg_clear(msg);
-        s_drop(self, name, "unexpected_type");
-        return -1;
-    }
-    return 1;
-}
-
-static void s_request_snapshot(decider_server_t *self)
-{
-    const char *endpoint = self->snaps[decider_sync_source(self->sync)];
-    zsock_destroy(&self->dealer);
-    self->quiet[S_DEALER] = false;
-    self->dealer = zsock_new(ZMQ_DEALER);
-    if (!self->dealer) return;
-    zsock_set_linger(self->dealer, 0);
-    zsock_set_maxmsgsize(self->dealer, S_MAX_STATE_FRAME);
-    zsock_set_rcvhwm(self->dealer, 0); // a snapshot is as long as the state: never drop a part
-    if (zsock_connect(self->dealer, "%s", endpoint) != 0) {
-        IPL_LOG_EVERY(10, IPL_LOG_ERROR, "snapshot_connect_failed", "endpoint=%s", endpoint);
-        return;
-    }
-    ipl_snapshot_req_t req = {.flags = 0};
-    int rc = ipl_msg_send(zsock_resolve(self->dealer), IPL_MSG_SNAPSHOT_REQ, &req, ZMQ_DONTWAIT);
-    if (rc != IPL_OK) {
-        IPL_LOG_EVERY(10, IPL_LOG_WARN, "snapshot_request_failed", "reason=%s", ipl_strerror(rc));
-        return;
-    }
-    decider_sync_requested(self->sync, ipl_mono_ms());
-    IPL_DEBUG("snapshot_requested", "endpoint=%s reason=%s", endpoint,
-              decider_sync_reason_name(decider_sync_last_reason(self->sync)));
-}
-
-static void s_on_sync(decider_server_t *self, int rc);
-
-/* (Re)creates the state SUB, connected to the aggregator decider_sync follows. 0 or -1. */
-static int s_follow(decider_server_t *self)
-{
-    size_t source = decider_sync_source(self->sync);
-    if (self->sub && self->sub_monitor) zmq_socket_monitor(zsock_resolve(self->sub), NULL, 0);
-    zsock_destroy(&self->sub_monitor);
-    zsock_destroy(&self->sub);
-    zsock_destroy(&self->dealer);
-    self->sub_connected = self->sub_ever_connected = false;
-    self->quiet[S_SUB] = self->quiet[S_MONITOR] = self->quiet[S_DEALER] = false;
-    self->follow_ms = ipl_mono_ms();
-    self->sub = zsock_new(ZMQ_SUB);
-    if (!self->sub) return -1;
-    zsock_set_linger(self->sub, 0);
-    zsock_set_maxmsgsize(self->sub, S_MAX_STATE_FRAME);
-    zsock_set_rcvhwm(self->sub, 1000000); // a gap costs a full resync: buffer generously
-    zsock_set_subscribe(self->sub, "");
-    char monitor[96];
-    /* Unique in the process: a closed monitor releases its inproc:// name asynchronously,
-     * and a later server may be allocated at the same address (two in one process). */
-    static atomic_uint generation;
-    snprintf(monitor, sizeof monitor, "inproc://decider-sub-monitor-%u",
-             atomic_fetch_add(&generation, 1) + 1);
-    if (zmq_socket_monitor(zsock_resolve(self->sub), monitor,
-                           ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) != 0 ||
-        !(self->sub_monitor = zsock_new_pair(monitor))) {
-        zsock_destroy(&self->sub);
-        return -1;
-    }
-    if (zsock_connect(self->sub, "%s", self->subs[source]) != 0) {
-        zmq_socket_monitor(zsock_resolve(self->sub), NULL, 0);
-        zsock_destroy(&self->sub_monitor);
-        zsock_destroy(&self->sub);
-        return -1;
-    }
-    IPL_INFO("state_following", "source=%zu state_sub=%s state_snapshot=%s", source,
-             self->subs[source], self->snaps[source]);
-    return 0;
-}
-
-/* A snapshot is wanted: requests it once the SUB is connected and settled; an aggregator the
- * SUB cannot reach within the snapshot timeout has failed. */
-static void s_want_snapshot(decider_server_t *self)
-{
-    uint64_t now = ipl_mono_ms();
-    if (!self->sub) { // could not be created: try again
-        if (s_follow(self) != 0) return;
-    }
-    if (!self->sub_connected) {
-        zsock_destroy(&self->dealer); // whatever it still receives belongs to no request
-        if (now - self->follow_ms < self->config.snapshot_timeout_ms) return;
-        if (self->nsources > 1) {
-            IPL_WARN("state_source_unreachable", "endpoint=%s waited_ms=%llu",
-                     self->subs[decider_sync_source(self->sync)],
-                     (unsigned long long)(now - self->follow_ms));
-            s_on_sync(self, decider_sync_fail(self->sync, DECIDER_RESYNC_TIMEOUT));
-            return;
-        }
-        // The only aggregator: ask anyway (the request times out and is repeated).
-    } else if (now - self->connected_ms < S_SETTLE_MS) {
-        zsock_destroy(&self->dealer);
-        return;
-    }
-    s_request_snapshot(self);
-}
-
-// Acts on what decider_sync asked for.
-static void s_on_sync(decider_server_t *self, int rc)
-{
-    if (rc == DECIDER_SYNC_RESYNC) {
-        s_want_snapshot(self);
-    } else if (rc == DECIDER_SYNC_SWITCH) {
-        if (s_follow(self) != 0)
-            IPL_LOG_EVERY(10, IPL_LOG_ERROR, "state_follow_failed", "endpoint=%s",
-                          self->subs[decider_sync_source(self->sync)]);
-    }
-}
-
-/* The SUB's connection events. A first connect lets the snapshot request go; a reconnect
- * means whatever was published meanwhile is lost, and the publisher may be a new aggregator
- * whose seq happens to continue ours: resync. A disconnect, with several aggregators, moves
- * to the next one; with one, libzmq reconnects by itself. */
-static void s_drain_monitor(decider_server_t *self)
-{
-    void *raw = zsock_resolve(self->sub_monitor);
-    for (int budget = 100; budget > 0 && self->sub_monitor; budget--) {
-        zmq_msg_t event, addr;
-        zmq_msg_init(&event);
-        if (zmq_msg_recv(&event, raw, ZMQ_DONTWAIT) < 0) {
-            self->quiet[S_MONITOR] = zmq_errno() == EAGAIN;
-            zmq_msg_close(&event);
-            return;
-        }
-        self->quiet[S_MONITOR] = false;
-        uint16_t id = 0;
-        if (zmq_msg_size(&event) >= 2) memcpy(&id, zmq_msg_data(&event), sizeof id);
-        bool more = zmq_msg_more(&event);
-        zmq_msg_close(&event);
-        if (more) { // the endpoint frame
-            zmq_msg_init(&addr);
-            zmq_msg_recv(&addr, raw, 0);
-            zmq_msg_close(&addr);
-        }
-        const char *endpoint = self->subs[decider_sync_source(self->sync)];
-        if (id == ZMQ_EVENT_CONNECTED) {
-            IPL_INFO("state_sub_connected", "endpoint=%s", endpoint);
-            bool again = self->sub_ever_connected;
-            self->sub_connected = self->sub_ever_connected = true;
-            self->connected_ms = ipl_mono_ms();
-            if (again) s_on_sync(self, decider_sync_reset(self->sync, DECIDER_RESYNC_RECONNECT));
-        } else if (id == ZMQ_EVENT_DISCONNECTED) {
-            IPL_WARN("state_sub_disconnected", "endpoint=%s", endpoint);
-            self->sub_connected = false;
-            if (self->nsources > 1) {
-                s_on_sync(self, decider_sync_fail(self->sync, DECIDER_RESYNC_DISCONNECTED));
-                return; // that monitor is gone
-            }
-        }
-    }
-}
-
-static void s_drain_state(decider_server_t *self, zsock_t *sock, const char *name, bool snapshot)
-{
-    for (int budget = 10000; budget > 0; budget--) {
-        ipl_msg_t msg;
-        int got = s_recv_state(self, sock, name, &msg);
-        if (got == 0) return;
-        if (got < 0) continue;
-        uint64_t now = ipl_mono_ms();
-        int rc = snapshot ? decider_sync_snapshot(self->sync, &msg, now)
-                          : decider_sync_delta(self->sync, &msg, now);
-        s_on_sync(self, rc);
-        // A new snapshot request replaced that DEALER; a switch replaced both sockets.
-        if ((snapshot && rc != DECIDER_SYNC_OK) || rc == DECIDER_SYNC_SWITCH) return;
-    }
-}
+// ---- life cycle and loop ----------------------------------------------------------------------
 
 // Splits a comma-separated list into trimmed copies (at most `max`). Returns the count, or -1
 // (too many, out of memory); entries already stored stay the caller's to free.
@@ -561,8 +211,6 @@ static void s_drop_peer(void *arg, const char *reason)
 {
     s_drop(arg, "peers", reason);
 }
-
-// ---- life cycle and loop ----------------------------------------------------------------------
 
 // Binds the ROUTER to every endpoint of `list` (e.g. tcp:// for gateways elsewhere and ipc://
 // for one on the same host; a reply goes back on the connection its request came on). 0, or
@@ -635,14 +283,22 @@ decider_server_t *decider_server_new(const decider_server_config_t *config, ipl_
     }
     self->config = *config;
     self->metrics = metrics;
-    pthread_mutex_init(&self->collect_lock, NULL);
     decider_decision_init(&self->decision);
     if (s_parse_config(self, config, err, errlen) != 0) {
         decider_server_destroy(&self);
         return NULL;
     }
     self->listen = zsock_new(ZMQ_ROUTER);
-    self->sync = decider_sync_new(config->max_buffered, config->snapshot_timeout_ms);
+    decider_follow_config_t fc = {.subs = (const char *const *)self->subs,
+                                  .snaps = (const char *const *)self->snaps,
+                                  .nsources = self->nsources,
+                                  .max_buffered = config->max_buffered,
+                                  .snapshot_timeout_ms = config->snapshot_timeout_ms,
+                                  .silence_ms = config->silence_ms,
+                                  .on_drop = s_drop,
+                                  .drop_arg = self};
+    self->follow = decider_follow_new(&fc);
+    self->sync = self->follow ? decider_follow_sync(self->follow) : NULL;
     // One ledger, lent to the router (its decisions) and the peers (the other replicas').
     self->ledger = decider_ledger_new(config->router.optimistic_ttl_ms);
     decider_router_config_t rc = config->router;
@@ -660,7 +316,6 @@ decider_server_t *decider_server_new(const decider_server_config_t *config, ipl_
         decider_server_destroy(&self);
         return NULL;
     }
-    decider_sync_set_sources(self->sync, self->nsources, config->silence_ms);
     zsock_set_linger(self->listen, 0);
     zsock_set_maxmsgsize(self->listen, S_MAX_ROUTE_FRAME);
     zsock_set_sndhwm(self->listen, 100000);
@@ -669,7 +324,7 @@ decider_server_t *decider_server_new(const decider_server_config_t *config, ipl_
         decider_server_destroy(&self);
         return NULL;
     }
-    if (s_follow(self) != 0) {
+    if (decider_follow_start(self->follow) != 0) {
         snprintf(err, errlen, "cannot connect --state-sub \"%s\"; use tcp://host:port",
                  self->subs[0]);
         decider_server_destroy(&self);
@@ -696,7 +351,9 @@ decider_server_t *decider_server_new(const decider_server_config_t *config, ipl_
         decider_server_destroy(&self);
         return NULL;
     }
-    if (s_metrics_init(self) != IPL_OK) {
+    decider_metrics_sources_t ms = {
+        .sync = self->sync, .peers = self->peers, .policy = self->policy, .router = self->router};
+    if (!(self->decider_metrics = decider_metrics_new(metrics, &ms))) {
         snprintf(err, errlen, "out of memory");
         decider_server_destroy(&self);
         return NULL;
@@ -708,14 +365,12 @@ void decider_server_destroy(decider_server_t **self_p)
 {
     if (!self_p || !*self_p) return;
     decider_server_t *self = *self_p;
+    decider_metrics_destroy(&self->decider_metrics); // reads the parts below
     ipl_policy_view_destroy(&self->policy);
-    if (self->sub && self->sub_monitor) zmq_socket_monitor(zsock_resolve(self->sub), NULL, 0);
-    zsock_destroy(&self->sub_monitor);
     zsock_destroy(&self->listen);
-    zsock_destroy(&self->sub);
-    zsock_destroy(&self->dealer);
+    decider_follow_destroy(&self->follow); // the state sockets and the replica (self->sync)
+    self->sync = NULL;
     decider_peers_destroy(&self->peers);
-    decider_sync_destroy(&self->sync);
     decider_router_destroy(&self->router);
     decider_ledger_destroy(&self->ledger); // after the two that borrow it
     ipl_tokenizer_destroy(&self->tok);
@@ -726,8 +381,6 @@ void decider_server_destroy(decider_server_t **self_p)
     }
     for (size_t i = 0; i < DECIDER_SERVER_MAX_PEERS; i++)
         free(self->peer_eps[i]);
-    pthread_mutex_destroy(&self->collect_lock);
-    free(self->m_decisions);
     decider_wire_clear(&self->wire);
     msgpack_sbuffer_destroy(&self->reply);
     free(self);
@@ -766,15 +419,17 @@ static int s_wait(decider_server_t *self, zmq_pollitem_t *items, int nitems, boo
 void decider_server_run(decider_server_t *self)
 {
     while (!ipl_signal_stopping()) {
-        s_on_sync(self, decider_sync_tick(self->sync, ipl_mono_ms()));
+        decider_follow_tick(self->follow);
         // Every socket that exists now; `at[k]` is item k's slot in `items`, or -1. A quiet
-        // socket is polled by its ZMQ_FD (see `quiet`), any other one as a ZeroMQ socket.
+        // socket is polled by its ZMQ_FD (see `listen_quiet`), any other one as a ZeroMQ
+        // socket.
+        bool quiet[S_NITEMS] = {[S_LISTEN] = self->listen_quiet};
         void *socks[S_NITEMS] = {
             zsock_resolve(self->listen),
             NULL,
-            self->sub ? zsock_resolve(self->sub) : NULL,
-            self->sub_monitor ? zsock_resolve(self->sub_monitor) : NULL,
-            self->dealer ? zsock_resolve(self->dealer) : NULL,
+            decider_follow_socket(self->follow, DECIDER_FOLLOW_SUB, &quiet[S_SUB]),
+            decider_follow_socket(self->follow, DECIDER_FOLLOW_MONITOR, &quiet[S_MONITOR]),
+            decider_follow_socket(self->follow, DECIDER_FOLLOW_DEALER, &quiet[S_DEALER]),
             decider_peers_socket(self->peers),
         };
         zmq_pollitem_t items[S_NITEMS];
@@ -785,8 +440,7 @@ void decider_server_run(decider_server_t *self)
             int fd = k == S_SIGNAL ? ipl_signal_fd() : -1;
             if (k == S_SIGNAL ? fd < 0 : !socks[k]) continue;
             size_t len = sizeof fd;
-            if (k != S_SIGNAL && self->quiet[k] &&
-                zmq_getsockopt(socks[k], ZMQ_FD, &fd, &len) == 0) {
+            if (k != S_SIGNAL && quiet[k] && zmq_getsockopt(socks[k], ZMQ_FD, &fd, &len) == 0) {
                 items[nitems] = (zmq_pollitem_t){NULL, fd, ZMQ_POLLIN, 0};
             } else {
                 items[nitems] = (zmq_pollitem_t){socks[k], fd, ZMQ_POLLIN, 0};
@@ -803,13 +457,12 @@ void decider_server_run(decider_server_t *self)
         // A quiet socket's fd may be readable without a message (a command): draining finds
         // nothing and leaves it quiet again.
 #define S_READY(k) (at[k] >= 0 && (items[at[k]].revents & ZMQ_POLLIN))
-        // The state sockets may be replaced by any of these steps: look them up again.
-        if (S_READY(S_MONITOR) && self->sub_monitor) s_drain_monitor(self);
-        if (S_READY(S_SUB) && self->sub) s_drain_state(self, self->sub, "state_sub", false);
-        // A quiet DEALER is the one polled (replacing it clears `quiet`); a new one is asked.
-        if (self->dealer &&
-            (self->quiet[S_DEALER] ? S_READY(S_DEALER) : (zsock_events(self->dealer) & ZMQ_POLLIN)))
-            s_drain_state(self, self->dealer, "state_snapshot", true);
+        const bool state_ready[DECIDER_FOLLOW_NSOCKETS] = {
+            [DECIDER_FOLLOW_SUB] = S_READY(S_SUB),
+            [DECIDER_FOLLOW_MONITOR] = S_READY(S_MONITOR),
+            [DECIDER_FOLLOW_DEALER] = S_READY(S_DEALER),
+        };
+        decider_follow_serve(self->follow, state_ready);
         if (S_READY(S_PEERS)) decider_peers_drain(self->peers, 10000);
         // Until nothing waits, at most 1000 before the state gets its turn (then the socket
         // is not quiet: the next poll asks it).
@@ -830,7 +483,7 @@ bool decider_server_ready(void *arg, char *detail, size_t size)
     uint64_t version = ipl_policy_view_version(self->policy);
     if (version && st.synced) {
         snprintf(detail, size, "state_seq=%llu lag_ms=%llu policy_version=%llu state_sub=%s%s",
-                 (unsigned long long)st.seq, (unsigned long long)s_age_ms(&st),
+                 (unsigned long long)st.seq, (unsigned long long)decider_follow_lag_ms(&st),
                  (unsigned long long)version, self->subs[st.source],
                  st.syncing ? " resyncing" : "");
         return true;
@@ -850,7 +503,7 @@ static void s_http_route(void *arg, const ipl_http_req_t *hreq, ipl_http_resp_t 
     decider_http_request_t r;
     char err[384];
     if (decider_http_parse(body ? body : "", len, &r, err, sizeof err) != IPL_OK) {
-        s_count_decision(self, "bad_request", -1);
+        decider_metrics_decision(self->decider_metrics, "bad_request", -1);
         ipl_http_resp_error(resp, 400, "invalid_request_error", err);
         return;
     }
@@ -899,7 +552,7 @@ static void s_debug_state(void *arg, const ipl_http_req_t *hreq, ipl_http_resp_t
     cJSON_AddBoolToObject(root, "synced", st.synced);
     cJSON_AddBoolToObject(root, "resyncing", st.synced && st.syncing);
     cJSON_AddNumberToObject(root, "state_seq", (double)st.seq);
-    cJSON_AddNumberToObject(root, "lag_ms", (double)s_age_ms(&st));
+    cJSON_AddNumberToObject(root, "lag_ms", (double)decider_follow_lag_ms(&st));
     char hex[24];
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)st.incarnation);
     cJSON_AddStringToObject(root, "incarnation", hex);
@@ -907,7 +560,7 @@ static void s_debug_state(void *arg, const ipl_http_req_t *hreq, ipl_http_resp_t
     cJSON_AddNumberToObject(src, "index", (double)st.source);
     cJSON_AddStringToObject(src, "state_sub", self->subs[st.source]);
     cJSON_AddStringToObject(src, "state_snapshot", self->snaps[st.source]);
-    cJSON_AddBoolToObject(src, "connected", self->sub_connected);
+    cJSON_AddBoolToObject(src, "connected", decider_follow_connected(self->follow));
     cJSON_AddNumberToObject(src, "switches", (double)st.switches);
     cJSON_AddNumberToObject(root, "snapshots", (double)st.snapshots);
     cJSON_AddNumberToObject(root, "deltas", (double)st.deltas);
@@ -977,5 +630,6 @@ void decider_server_register(decider_server_t *self, ipl_httpd_t *httpd)
 {
     ipl_httpd_route(httpd, "POST", "/v1/route", s_http_route, self);
     ipl_httpd_route(httpd, "GET", "/debug/state", s_debug_state, self);
-    decider_router_register_admin(self->router, httpd, self->metrics); // GET /debug/model
+    decider_http_register_model(httpd, self->router); // GET /debug/model
+    decider_router_register_metrics(self->router, self->metrics);
 }

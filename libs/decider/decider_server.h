@@ -2,7 +2,7 @@
  * decider_server — the decider process's sockets, loop and admin endpoints.
  *
  *   aggregator i PUB ──SUB (--state-sub[i])────────┐
- *   aggregator i ROUTER ◄─DEALER (--state-snapshot[i])┤ decider_sync ──► replica (rwlock)
+ *   aggregator i ROUTER ◄─DEALER (--state-snapshot[i])┤ decider_follow ──► replica (rwlock)
  *   policy service ──ipl_policy_view (own thread)────┤                        │
  *   gateways ──DEALER──► ROUTER (--listen) ──ROUTE_REQ──► decider_router ◄─┘──► ROUTE_REP
  *            (same connection) ──OBSERVED──► decider_router_feedback ──► predictor
@@ -21,7 +21,8 @@
  *
  * --state-sub and --state-snapshot list one endpoint per aggregator, paired by position: the
  * decider follows one and moves to the next when it goes silent (--state-silence-ms),
- * disconnects, or does not answer a snapshot request (decider_sync).
+ * disconnects, or does not answer a snapshot request (decider_follow, decider_sync).
+ * Its series are decider_metrics'.
  *
  * One loop thread owns every ZeroMQ socket but the policy view's and the peer PUB (shared by
  * the deciding threads under a mutex); HTTP decisions run on the admin server's threads and

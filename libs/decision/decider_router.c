@@ -27,6 +27,7 @@
 
 #include "decider_feedback.h"
 #include "decider_ledger.h"
+#include "decider_memory.h"
 #include "decider_pick.h"
 #include "decider_strategies.h"
 #include "ipl_clock.h"
@@ -134,29 +135,6 @@ const char *decider_observed_name(int result)
     return result >= 0 && result < DECIDER_OBSERVED_NRESULTS ? s_observed_names[result] : NULL;
 }
 
-void decider_decision_init(decider_decision_t *d)
-{
-    memset(d, 0, sizeof *d);
-    d->winner = -1;
-}
-
-void decider_decision_clear(decider_decision_t *d)
-{
-    free(d->cands);
-    decider_decision_init(d);
-}
-
-// Keeps the candidate array, resets everything else.
-static void s_reset(decider_decision_t *d)
-{
-    decider_candidate_t *cands = d->cands;
-    uint32_t cap = d->cap;
-    memset(d, 0, sizeof *d);
-    d->cands = cands;
-    d->cap = cap;
-    d->winner = -1;
-}
-
 decider_router_t *decider_router_new(const decider_router_config_t *config)
 {
     decider_router_t *self = calloc(1, sizeof *self);
@@ -241,7 +219,7 @@ static const char *s_health_name(uint64_t health)
 
 typedef struct {
     decider_pick_t pick;
-    bool oracle;         // strategy oracle with a hook: cached tokens are the truth
+    bool oracle;         // strategy oracle with an offline hook: cached tokens are the truth
     unsigned fallback;   // bit per decider_fallback_t
     int least_over;      // the least loaded candidate above max_queue, or -1
     bool ledger_matched; // the ledger matched this request's hashes (s_commit reuses it)
@@ -260,7 +238,7 @@ static void s_predict(decider_router_t *self, s_ctx_t *ctx)
             decider_predictor_model(self->predictor, set, &model);
         }
         // Prefill work ahead: the backlog of what this router routed there, drained at the
-        // set's calibrated prefill speed (decider_pick.h; a sample counts a request still
+        // set's calibrated prefill speed (decider_memory.h; a sample counts a request still
         // prefilling as merely "running"),
         // at least the tokens routed since the sample (peers' too); when the backlog is empty
         // while the sample shows requests waiting (traffic from elsewhere), those × the mean.
@@ -464,7 +442,8 @@ static uint32_t s_candidates(decider_router_t *self, s_ctx_t *ctx, const ipl_pol
         c->healthy = true;
         healthy++;
         if (ctx->oracle) {
-            uint64_t truth = self->config.oracle(self->config.oracle_arg, pw->name, req);
+            uint64_t truth =
+                self->config.offline.oracle(self->config.offline.oracle_arg, pw->name, req);
             c->cache_used = true;
             c->c.cached_tokens = truth < ctx->pick.prompt_tokens ? truth : ctx->pick.prompt_tokens;
             decider_candidate_note(c, "oracle: true cache");
@@ -566,7 +545,7 @@ int decider_router_route_at(decider_router_t *self, const ipl_policy_t *policy,
                             const decider_request_t *req, decider_decision_t *out, uint64_t wall_ms,
                             uint64_t mono_ms)
 {
-    s_reset(out);
+    decider_decision_reset(out);
     if (!policy) {
         s_fail(out, IPL_ROUTE_NOT_READY, "not_ready",
                "no policy received from the policy service yet");
@@ -601,13 +580,16 @@ int decider_router_route_at(decider_router_t *self, const ipl_policy_t *policy,
 
     pthread_mutex_lock(&self->lock);
     s_ctx_t ctx = {
-        .pick = {.config = &self->config,
-                 .req = req,
+        .pick = {.req = req,
                  .out = out,
                  .rng = &self->rng,
                  .memory = decider_memory_pool(self->memory, out->pool->name),
-                 .mono_ms = mono_ms},
-        .oracle = self->config.oracle && !strcmp(out->strategy, "oracle"),
+                 .mono_ms = mono_ms,
+                 .load_gate = self->config.load_gate,
+                 .temperature_s = self->config.temperature_s,
+                 .optimistic_ttl_ms = self->config.optimistic_ttl_ms,
+                 .explain = !self->config.offline.terse && !req->terse},
+        .oracle = self->config.offline.oracle && !strcmp(out->strategy, "oracle"),
         .least_over = -1,
     };
     uint32_t healthy = s_candidates(self, &ctx, policy, state, state_age_ms, wall_ms, mono_ms);
@@ -761,7 +743,7 @@ static void s_collect(void *arg, ipl_metrics_t *metrics)
     pthread_mutex_unlock(&self->lock);
 }
 
-// The "observations" object of /debug/model.
+// The "observations" object of decider_router_model_json.
 static void s_observations_json(decider_router_t *self, cJSON *root)
 {
     cJSON *o = cJSON_AddObjectToObject(root, "observations");
@@ -786,10 +768,8 @@ static void s_observations_json(decider_router_t *self, cJSON *root)
         cJSON_AddNumberToObject(r, s_observed_names[i], (double)counts[i]);
 }
 
-static void s_debug_model(void *arg, const ipl_http_req_t *hreq, ipl_http_resp_t *resp)
+cJSON *decider_router_model_json(decider_router_t *self)
 {
-    (void)hreq;
-    decider_router_t *self = arg;
     char *pjson = decider_predictor_json(self->predictor);
     cJSON *root = cJSON_CreateObject();
     cJSON *pred = pjson ? cJSON_Parse(pjson) : NULL;
@@ -797,8 +777,7 @@ static void s_debug_model(void *arg, const ipl_http_req_t *hreq, ipl_http_resp_t
     if (!root || !pred) {
         cJSON_Delete(root);
         cJSON_Delete(pred);
-        ipl_http_resp_error(resp, 500, "server_error", "out of memory");
-        return;
+        return NULL;
     }
     const decider_router_config_t *c = &self->config;
     cJSON *r = cJSON_AddObjectToObject(root, "router");
@@ -820,13 +799,11 @@ static void s_debug_model(void *arg, const ipl_http_req_t *hreq, ipl_http_resp_t
     for (int i = 0; i < DECIDER_FALLBACK_NREASONS; i++)
         cJSON_AddNumberToObject(fb, s_fallback_names[i], (double)counts[i]);
     cJSON_AddItemToObject(root, "predictor", pred);
-    ipl_http_resp_json(resp, 200, &root);
+    return root;
 }
 
-void decider_router_register_admin(decider_router_t *self, ipl_httpd_t *httpd,
-                                   ipl_metrics_t *metrics)
+void decider_router_register_metrics(decider_router_t *self, ipl_metrics_t *metrics)
 {
-    if (httpd) ipl_httpd_route(httpd, "GET", "/debug/model", s_debug_model, self);
     if (!metrics) return;
     char labels[64];
     pthread_mutex_lock(&self->lock);

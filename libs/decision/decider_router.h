@@ -17,7 +17,7 @@
  *   queue(W)    = waiting + inflight        (inflight: routed here after W's last sample)
  *   features    queued = queue(W); queued_tokens = the prefill backlog this router routed to W
  *               (uncached tokens draining at the worker set's calibrated prefill speed,
- *               decider_pick.h), at least the uncached tokens routed since W's last sample —
+ *               decider_memory.h), at least the uncached tokens routed since W's last sample —
  *               and when that backlog is empty, plus waiting × mean uncached tokens per request
  *               (EWMA); running; uncached = prompt − cached(W)
  *   ttft(W)     = decider_predictor's model of W's worker set (decider_predictor.h)
@@ -47,6 +47,10 @@
  *
  * Reasons (decision.reason, static): decider_router_reasons() lists them all.
  *
+ * The request, candidate and decision types are decider_decision.h's. The router knows no
+ * transport: the process publishes its model and counters (decider_router_model_json,
+ * decider_router_register_metrics; decider_http serves GET /debug/model).
+ *
  * Thread-safe: decisions are serialised by an internal mutex (the ledger, the EWMA and the
  * strategies' memory are shared); the caller holds the state's read lock around a decision.
  */
@@ -57,54 +61,60 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "decider_decision.h"
 #include "decider_ledger.h"
 #include "decider_predictor.h"
 #include "decider_state.h"
-#include "ipl_httpd.h"
 #include "ipl_metrics.h"
 #include "ipl_proto.h"
 
-typedef struct decider_request decider_request_t;
-
-/* Oracle hook (measurement only, e.g. clustersim): the tokens of `req`'s prompt that worker
- * `worker` truly holds in its cache right now. Called under the router's mutex, once per
- * healthy candidate of a decision with strategy "oracle". */
+/* Oracle hook: the tokens of `req`'s prompt that worker `worker` truly holds in its cache
+ * right now. Called under the router's mutex, once per healthy candidate of a decision with
+ * strategy "oracle". */
 typedef uint64_t(decider_oracle_fn)(void *arg, const char *worker, const decider_request_t *req);
 
+/* For offline evaluation only (tools/clustersim): hooks that measure the router against what
+ * a live decider cannot know, and shortcuts for simulations of many decisions. The live
+ * decider leaves it zeroed; zero keeps the behaviour noted. */
 typedef struct {
-    const char *default_strategy;  /* when neither the request nor the pool names one */
-    double prefill_tokens_per_s;   /* predictor prior: prefill speed of a worker */
-    double running_cost_s;         /* predictor prior: added wait per running request */
-    double initial_request_tokens; /* mean uncached tokens per request before any was seen */
-    uint64_t load_gate;            /* queue excess over the least-loaded that disqualifies */
-    uint64_t optimistic_ttl_ms;    /* optimistic blocks last this long (0: off) */
-    uint64_t stale_ms;             /* state silent longer than this: cache terms ignored */
-    uint64_t seed;                 /* tie-breaks, sampling and "random" */
-    /* Added with the predictor and the baselines; zero keeps the behaviour noted. */
-    double base_s;             /* predictor prior: fixed part of a TTFT (0: none) */
-    double temperature_s;      /* ttft: softmax sampling over −ttft/T; 0: argmin */
-    uint64_t max_queue;        /* a queue above this is not eligible; all above → 429 (0: off) */
-    double forgetting;         /* predictor's λ (0: its default, 0.995) */
     decider_oracle_fn *oracle; /* strategy "oracle": true cached tokens (NULL: use the index) */
-    void *oracle_arg;
-    /* Added with the feedback loop and the server-owned ledger; zero keeps the behaviour
-     * noted. */
+    void *oracle_arg;          /* passed to `oracle` */
+    bool terse; /* decide every request without explanations, as decider_request_t.terse does
+                   for one (false: per request) */
+} decider_router_offline_t;
+
+typedef struct {
+    /* Strategy and choice. */
+    const char *default_strategy; /* when neither the request nor the pool names one */
+    double temperature_s;         /* ttft: softmax sampling over −cost/T; 0: argmin */
+    uint64_t seed;                /* tie-breaks, sampling and "random" (0: from the clock) */
+    /* Prediction: the predictor's priors and their calibration from live requests. */
+    double base_s;                 /* prior: fixed part of a TTFT (0: none) */
+    double prefill_tokens_per_s;   /* prior: prefill speed of a worker */
+    double running_cost_s;         /* prior: added wait per running request */
+    double forgetting;             /* the predictor's λ (0: its default, 0.995) */
+    double initial_request_tokens; /* mean uncached tokens per request before any was seen */
+    uint64_t observe_window_ms;    /* decider_router_remember keeps decisions this long (0: off) */
+    size_t observe_capacity;       /* ... at most this many at once (0: 65536) */
+    /* Load gate and queue limit. */
+    uint64_t load_gate; /* queue excess over the least-loaded that disqualifies */
+    uint64_t max_queue; /* a queue above this is not eligible; all above → 429 (0: off) */
+    /* Cache terms and in-flight work: how long the state and the ledger are believed. */
+    uint64_t stale_ms;          /* state silent longer than this: cache terms ignored */
+    uint64_t optimistic_ttl_ms; /* optimistic blocks last this long (0: off) */
     decider_ledger_t *ledger;   /* borrowed, outlives the router: the ledger to record routings
                                    in and to read in-flight work and optimistic blocks from
                                    (the server's, shared with decider_peers; made with
                                    decider_ledger_new(optimistic_ttl_ms)). NULL: the router
                                    keeps a private one */
-    uint64_t observe_window_ms; /* decider_router_remember keeps decisions this long (0: off) */
-    size_t observe_capacity;    /* ... at most this many at once (0: 65536) */
-    /* Added for simulations of many decisions (clustersim); false keeps the behaviour noted. */
-    bool terse; /* decide without writing explanations: candidates' notes and the decision's
-                   detail stay empty (reasons, figures and predictions are filled as ever);
-                   false: per request (decider_request_t.terse) */
+    /* Offline evaluation hooks (zeroed in the live decider). */
+    decider_router_offline_t offline;
 } decider_router_config_t;
 
-/* Fills the defaults: ttft, 3000 tokens/s, 5 ms, 256 tokens, gate 4, TTL 2000, stale 5000,
- * base 0.04 s, temperature 0, max queue 0 (off), no oracle, a private ledger, decisions
- * remembered for observations 60 s, at most 65536. */
+/* Fills the defaults: ttft, temperature 0, seed 0 (from the clock), base 0.04 s, 3000
+ * tokens/s, 5 ms, the predictor's forgetting, 256 tokens, decisions remembered for
+ * observations 60 s, at most 65536, gate 4, max queue 0 (off), stale 5000, TTL 2000, a private
+ * ledger, no offline hooks. */
 void decider_router_config_defaults(decider_router_config_t *config);
 
 /* True when `name` is a strategy this router implements (decider_strategy_known). */
@@ -113,59 +123,6 @@ bool decider_router_strategy_known(const char *name);
 const char *decider_router_strategies(void);
 /* Every reason a decision can carry, NULL-terminated (for metrics labels). */
 const char *const *decider_router_reasons(void);
-
-struct decider_request {
-    const char *model;
-    const char *tenant;     /* may be NULL */
-    const char *strategy;   /* NULL or "": the pool's */
-    uint64_t prompt_tokens; /* 0: nhashes × block_size */
-    uint64_t block_size;    /* that the hashes were computed with; 0: the pool's */
-    const uint64_t *hashes;
-    size_t nhashes;
-    const void *user; /* opaque, for the oracle hook (NULL in the live decider) */
-    /* Added with per-request explanations; false keeps the behaviour noted. */
-    bool terse; /* decide this request without explanations, as config.terse does for all */
-};
-
-/* One candidate: the wire figures plus what the choice was made of. */
-typedef struct {
-    ipl_candidate_t c; /* c.worker and c.url borrowed from the policy; c.note → note */
-    uint64_t queue;    /* waiting + inflight */
-    bool cache_used;   /* cache term trusted */
-    bool healthy;      /* could be chosen before strategy-specific gates */
-    int state_id, ledger_id;
-    uint32_t state_blocks;  /* leading blocks its KV events show it holds (cache_used) */
-    const char *set;        /* worker set (predictor key), borrowed from the policy */
-    decider_features_t x;   /* the predictor's input */
-    decider_terms_t terms;  /* the prediction, by part (terms.total_s = c.predicted_ttft_s) */
-    double inflight_tokens; /* uncached prompt tokens routed here since the last sample */
-    uint64_t num_blocks;    /* KV capacity in blocks (last sample; 0 unknown) */
-    double score;           /* the strategy's own figure (score, cost, match), see its note */
-    char note[256];         /* last: a candidate is reset up to it, and note[0] cleared */
-} decider_candidate_t;
-
-/* A decision. Strings (pool, worker, url, model, set) are borrowed from the policy snapshot
- * used to decide: keep it referenced while the decision is used. Reusable across decisions. */
-typedef struct {
-    int status;         /* IPL_ROUTE_* */
-    const char *reason; /* static */
-    char detail[768];
-    const char *strategy;
-    const ipl_pool_t *pool;     /* NULL unless a pool was found */
-    const ipl_worker_t *worker; /* the winner, or NULL */
-    int winner;                 /* index in cands, or -1 */
-    double predicted_ttft_s;
-    uint64_t cached_tokens;
-    uint64_t prompt_tokens;
-    uint64_t state_seq;
-    const char *set;             /* the winner's worker set, for decider_router_observe */
-    decider_features_t features; /* the winner's features, for decider_router_observe */
-    decider_candidate_t *cands;
-    uint32_t ncands, cap;
-} decider_decision_t;
-
-void decider_decision_init(decider_decision_t *d);
-void decider_decision_clear(decider_decision_t *d); /* frees the candidate array */
 
 typedef struct decider_router decider_router_t;
 
@@ -250,12 +207,19 @@ const char *decider_fallback_name(int reason); /* "stale", ...; NULL out of rang
 /* Copies the counters (since the router was created). Thread-safe. */
 void decider_router_fallbacks(decider_router_t *self, uint64_t counts[DECIDER_FALLBACK_NREASONS]);
 
-/* Admin: registers GET /debug/model (the predictor's parameters and errors per worker set, the
- * router's settings, the fallback and OBSERVED counters, the decisions awaiting observation)
- * on `httpd`, and the counter families inferplane_decider_fallbacks_total{reason} and
- * inferplane_decider_observations_total{result} on `metrics` (either may be NULL). The router
- * must outlive both. */
-void decider_router_register_admin(decider_router_t *self, ipl_httpd_t *httpd,
-                                   ipl_metrics_t *metrics);
+/* ---- introspection (the process publishes these: decider_http registers GET /debug/model) --- */
+
+struct cJSON;
+
+/* The router's model as a new JSON object (the caller owns it; cJSON_Delete): "router" (its
+ * settings), "observations" (the decisions awaiting observation and the OBSERVED counters),
+ * "fallbacks" (the fallback counters) and "predictor" (decider_predictor_json: parameters and
+ * errors per worker set). NULL on allocation failure. Thread-safe. */
+struct cJSON *decider_router_model_json(decider_router_t *self);
+
+/* Registers the counter families inferplane_decider_fallbacks_total{reason} and
+ * inferplane_decider_observations_total{result} on `metrics`, raised from the router's counters
+ * at each render (NULL: nothing). The router must outlive `metrics`. Call once. */
+void decider_router_register_metrics(decider_router_t *self, ipl_metrics_t *metrics);
 
 #endif

@@ -1,8 +1,9 @@
 /*
  * decider_strategies — the strategies' pick functions (see decider_pick.h for the contract and
  * decider_strategies.h for the list). Each baseline follows its published description; the
- * comment above it names the source and every deviation (the figures come from
- * ../shared/brief/PEERS.md §2–5, which cites the repositories and files).
+ * comment above it names the source (a file in a public repository, "owner/repo: path", or a
+ * documentation page) and every deviation. What the strategies remember between decisions is
+ * decider_memory's.
  *
  * Common ground: every strategy sees the same candidates, and only healthy ones (a load sample,
  * not DOWN, not above max_queue); a worker whose cache state cannot be trusted has 0 cached
@@ -14,7 +15,6 @@
 
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "ipl_index.h"
@@ -28,20 +28,14 @@
 // holds the worker for the requests behind it.
 #define S_TTFT_WORK_WEIGHT 1.0
 // ttft: a worker's placements (prompts it was routed holding none of them: the prefixes it
-// serves) decay with this time constant, and counts closer than S_PLACED_TIE are equal.
-#define S_PLACED_TAU_S 600.0
-#define S_PLACED_TIE   0.5
+// serves, decider_memory_placed) closer than this are equal.
+#define S_PLACED_TIE 0.5
 // ttft: the load gate sends a request away from its prefix only to relieve a worker more
 // loaded than this × the least loaded one (running + queue): SGLang's balance_rel_threshold.
 #define S_TTFT_GATE_REL 1.5
-// Prefill backlog: routings remembered one by one per worker (more are merged into the newest).
-#define S_BACKLOG_FIFO 64
-// Pending prefixes keep at most this many blocks of a prompt (16k tokens of 16).
-#define S_PENDING_MAX_BLOCKS 1024
-// decider_memory_recent: time constant of the decay of routed requests.
-#define S_RECENT_TAU_S 60.0
 
-// SGLang router cache_aware defaults as its CLI sets them (router_args.py): cache_threshold
+// SGLang router cache_aware defaults as its CLI sets them (sgl-project/sglang:
+// sgl-model-gateway/bindings/python/src/sglang_router/router_args.py): cache_threshold
 // 0.3, balance_abs_threshold 64, balance_rel_threshold 1.5, eviction_interval_secs 60,
 // max_tree_size 2^26 characters. Our tree's "characters" are blocks (decider_history.h): 2^26
 // characters ≈ 2^24 tokens at ~4 characters per token ≈ 2^20 blocks of 16 tokens.
@@ -54,8 +48,8 @@
 // simulation cannot exhaust memory (documented deviation).
 #define S_PREFIX_MAX_BLOCKS (1u << 22)
 #define S_PREFIX_CHECK_MS   60000u
-// GIE default scorer weights from v1.2.0 (config/charts default-plugins.yaml; llm-d-router
-// keeps them): queue-scorer 2, kv-cache-utilization-scorer 2, prefix-cache-scorer 3.
+// GIE default scorer weights from v1.2.0 (the chart's default-plugins.yaml, see s_pick_gie;
+// llm-d-router keeps them): queue-scorer 2, kv-cache-utilization-scorer 2, prefix-cache-scorer 3.
 #define S_GIE_QUEUE_WEIGHT  2.0
 #define S_GIE_KV_WEIGHT     2.0
 #define S_GIE_PREFIX_WEIGHT 3.0
@@ -123,56 +117,6 @@ decider_pick_fn *decider_strategy_pick(const char *name, const char **canonical)
 }
 
 // ---- helpers ----------------------------------------------------------------------------------
-
-// xorshift64*
-static uint64_t s_next(decider_pick_t *ctx)
-{
-    uint64_t x = *ctx->rng;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *ctx->rng = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
-
-uint32_t decider_pick_random(decider_pick_t *ctx, uint32_t n)
-{
-    return n ? (uint32_t)((s_next(ctx) >> 32) % n) : 0;
-}
-
-double decider_pick_uniform(decider_pick_t *ctx)
-{
-    return (double)(s_next(ctx) >> 11) / 9007199254740992.0; // 53 bits / 2^53
-}
-
-void decider_pick_win(decider_pick_t *ctx, int winner, const char *reason, const char *fmt, ...)
-{
-    decider_decision_t *out = ctx->out;
-    out->winner = winner;
-    out->reason = reason;
-    out->status = IPL_ROUTE_OK;
-    out->cands[winner].c.eligible = true;
-    out->detail[0] = '\0';
-    if (!decider_pick_explains(ctx)) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(out->detail, sizeof out->detail, fmt, ap);
-    va_end(ap);
-}
-
-void decider_candidate_note(decider_candidate_t *c, const char *fmt, ...)
-{
-    size_t len = strlen(c->note);
-    if (len + 3 >= sizeof c->note) return;
-    if (len) {
-        strcpy(c->note + len, "; ");
-        len += 2;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->note + len, sizeof c->note - len, fmt, ap);
-    va_end(ap);
-}
 
 static void s_all_healthy_eligible(decider_pick_t *ctx)
 {
@@ -249,11 +193,6 @@ static int s_runner_up(const decider_decision_t *out, int w, s_cmp_fn *cmp)
 
 // ---- ttft (ours) and oracle -------------------------------------------------------------------
 
-bool decider_pick_explains(const decider_pick_t *ctx)
-{
-    return !ctx->config->terse && !ctx->req->terse;
-}
-
 // Writes the prediction, by part, and the cost into the candidate's note.
 static void s_note_prediction(decider_candidate_t *c)
 {
@@ -303,15 +242,11 @@ static double s_recent(decider_pick_t *ctx, const decider_candidate_t *c)
     return ctx->memory ? decider_memory_recent(ctx->memory->owner, c->ledger_id, ctx->mono_ms) : 0;
 }
 
-// A worker's placements, and recording one (the memory's, defined below).
-static double s_memory_placed(decider_memory_t *self, int worker, uint64_t mono_ms);
-static void s_memory_place(decider_memory_t *self, int worker, uint64_t mono_ms);
-
 // The prompts routed to candidate c lately that it held none of — the prefixes it was given
-// to compute (decayed over S_PLACED_TAU_S) —, 0 without memory.
+// to compute (decayed over DECIDER_MEMORY_PLACED_TAU_S) —, 0 without memory.
 static double s_placed(decider_pick_t *ctx, const decider_candidate_t *c)
 {
-    return ctx->memory ? s_memory_placed(ctx->memory->owner, c->ledger_id, ctx->mono_ms) : 0;
+    return ctx->memory ? decider_memory_placed(ctx->memory->owner, c->ledger_id, ctx->mono_ms) : 0;
 }
 
 /* The minimum cost among the eligible; among the candidates within the tie band of it, the one
@@ -418,7 +353,7 @@ static void s_ttft_explain(decider_pick_t *ctx, int w, int best, int ungated, ui
     decider_decision_t *out = ctx->out;
     const decider_candidate_t *win = &out->cands[w];
     const decider_candidate_t *top = &out->cands[ungated];
-    uint64_t gate = ctx->config->load_gate;
+    uint64_t gate = ctx->load_gate;
     s_ttft_why_t why = s_ttft_why(ctx, w, best, ungated);
     const char *reason = s_ttft_reasons[why];
     char next[192] = "";
@@ -476,10 +411,11 @@ static void s_ttft_reason(decider_pick_t *ctx, int w, int best, int ungated)
 
 // The part of c's queue the load gate weighs: the requests beyond those this router knows are
 // queued there — its backlog for c but the first, which is being prefilled (running, not
-// queued): prefill work it routed there and accounts for token by token (decider_pick.h).
+// queued): prefill work it routed there and accounts for token by token (decider_memory.h).
 // Those the cost prices already; gating on them would only force the prefix to be computed
-// again elsewhere (and at load, each duplicate lengthens another queue: SGLang's "death
-// spiral", PEERS.md §6.2). The gate is for load the prediction only knows by count.
+// again elsewhere (and at load, each duplicate lengthens another queue: the "death spiral" of
+// sgl-project/sglang pull request #14305). The gate is for load the prediction only knows by
+// count.
 static uint64_t s_gated_queue(decider_pick_t *ctx, const decider_candidate_t *c)
 {
     uint64_t own = ctx->memory ? (uint64_t)decider_memory_backlog_requests(
@@ -519,17 +455,18 @@ static bool s_gate_excludes(uint64_t gated, uint64_t least, uint64_t gate,
 // requests lately (decider_memory_recent over its time constant).
 static double s_work_weight(decider_pick_t *ctx, const decider_candidate_t *c)
 {
-    return S_TTFT_WORK_WEIGHT + s_recent(ctx, c) / S_RECENT_TAU_S * c->c.predicted_ttft_s;
+    return S_TTFT_WORK_WEIGHT +
+           s_recent(ctx, c) / DECIDER_MEMORY_RECENT_TAU_S * c->c.predicted_ttft_s;
 }
 
-// Pending prefixes (decider_pick.h): a candidate gets the blocks routed to it that it has not
+// Pending prefixes (decider_memory.h): a candidate gets the blocks routed to it that it has not
 // computed yet, and its prediction is redone with its own prefill shortened to match.
 static void s_apply_pending(decider_pick_t *ctx, bool explain)
 {
     decider_decision_t *out = ctx->out;
     const decider_request_t *req = ctx->req;
     uint64_t bs = ctx->block_size;
-    if (!ctx->memory || !req->nhashes || !bs || !ctx->config->optimistic_ttl_ms ||
+    if (!ctx->memory || !req->nhashes || !bs || !ctx->optimistic_ttl_ms ||
         (req->block_size && req->block_size != bs))
         return;
     for (uint32_t i = 0; i < out->ncands; i++) {
@@ -556,16 +493,16 @@ static void s_apply_pending(decider_pick_t *ctx, bool explain)
 }
 
 // Remembers the blocks the winner has to compute as pending until its prefill should be done
-// and its KV events arrived (decider_pick.h).
+// and its KV events arrived (decider_memory.h).
 static void s_remember_pending(decider_pick_t *ctx, const decider_candidate_t *win)
 {
     const decider_request_t *req = ctx->req;
     uint64_t bs = ctx->block_size;
-    if (!ctx->memory || !req->nhashes || !bs || !ctx->config->optimistic_ttl_ms ||
+    if (!ctx->memory || !req->nhashes || !bs || !ctx->optimistic_ttl_ms ||
         (req->block_size && req->block_size != bs) || !win->cache_used)
         return;
-    uint64_t until = ctx->mono_ms + (uint64_t)llround(win->c.predicted_ttft_s * 1000.0) +
-                     ctx->config->optimistic_ttl_ms;
+    uint64_t until =
+        ctx->mono_ms + (uint64_t)llround(win->c.predicted_ttft_s * 1000.0) + ctx->optimistic_ttl_ms;
     decider_memory_pending_add(ctx->memory->owner, win->ledger_id, req->hashes,
                                (size_t)(win->c.cached_tokens / bs), req->nhashes, until);
 }
@@ -574,7 +511,9 @@ static void s_remember_pending(decider_pick_t *ctx, const decider_candidate_t *w
  * ttft (ours). Every healthy candidate's predicted TTFT is already computed (decider_router).
  * Load gate: a candidate whose queue exceeds the least loaded one's by more than load_gate is
  * not eligible, so a hot prefix never piles every request onto one worker (the same purpose as
- * SGLang's balance thresholds and llm-d's TTFT penalty gate, PEERS.md §6.2) — counting only
+ * SGLang's balance thresholds and the TTFT load gate, maxTTFTPenaltyMs, of llm-d's
+ * prefix-cache-affinity-filter: llm-d/llm-d-router:
+ * pkg/epp/framework/plugins/scheduling/filter/prefixcacheaffinity/README.md) — counting only
  * the requests beyond those still in this router's backlog for it (s_gated_queue): those the
  * cost prices token by token; and only when some worker is clearly less loaded (running +
  * queue, SGLang's relative threshold 1.5) and either nearly idle (running + queue <=
@@ -607,7 +546,7 @@ static void s_pick_ttft(decider_pick_t *ctx)
 {
     decider_decision_t *out = ctx->out;
     bool explain = decider_pick_explains(ctx);
-    uint64_t gate = ctx->config->load_gate;
+    uint64_t gate = ctx->load_gate;
     uint64_t least = UINT64_MAX, lo_load = UINT64_MAX;
     for (uint32_t i = 0; i < out->ncands; i++) {
         if (!out->cands[i].healthy) continue;
@@ -637,11 +576,11 @@ static void s_pick_ttft(decider_pick_t *ctx)
     int best = s_best_ttft(ctx);
     int w = best;
     double probability = 1;
-    double temperature = ctx->config->temperature_s;
+    double temperature = ctx->temperature_s;
     if (temperature > 0) w = s_sample(ctx, temperature, &probability);
     s_remember_pending(ctx, &out->cands[w]);
     if (ctx->memory && out->cands[w].c.cached_tokens == 0)
-        s_memory_place(ctx->memory->owner, out->cands[w].ledger_id, ctx->mono_ms);
+        decider_memory_place(ctx->memory->owner, out->cands[w].ledger_id, ctx->mono_ms);
     if (explain)
         s_ttft_explain(ctx, w, best, ungated, least, temperature, probability);
     else
@@ -669,7 +608,8 @@ static void s_pick_random(decider_pick_t *ctx)
         }
 }
 
-// round-robin: production-stack `--routing-logic roundrobin` (routing_logic.py) and SGLang
+// round-robin: production-stack `--routing-logic roundrobin` (vllm-project/production-stack:
+// src/vllm_router/routers/routing_logic.py) and SGLang
 // `round_robin`: the next worker in a fixed order, per pool, skipping unhealthy ones.
 static void s_pick_round_robin(decider_pick_t *ctx)
 {
@@ -705,9 +645,12 @@ static void s_pick_least_loaded(decider_pick_t *ctx)
 // ---- gie-default ------------------------------------------------------------------------------
 
 /*
- * gie-default: the Gateway API Inference Extension's default EPP profile from v1.2.0
- * (gateway-api-inference-extension, config/charts/inferencepool default-plugins.yaml; kept by
- * llm-d-router config/charts/routerlib/templates/_config.yaml), PEERS.md §2–3:
+ * gie-default: the Gateway API Inference Extension's default EPP profile from v1.2.0 (its
+ * default-plugins.yaml in kubernetes-sigs/gateway-api-inference-extension:
+ * config/charts/inferencepool/templates/epp-config.yaml; kept by llm-d/llm-d-router:
+ * config/charts/routerlib/templates/_config.yaml), with the scorers of
+ * kubernetes-sigs/gateway-api-inference-extension: pkg/epp/scheduling/framework/plugins/scorer/
+ * queue.go and kvcache_utilization.go, and .../plugins/multi/prefix/plugin.go:
  *   queue-scorer                 (maxQ − q) / (maxQ − minQ) over the candidates; all 1 if equal
  *   kv-cache-utilization-scorer  1 − KV-cache usage
  *   prefix-cache-scorer          matched blocks / prompt blocks (matchLengthWeight 0)
@@ -756,8 +699,10 @@ static void s_pick_gie(decider_pick_t *ctx)
 // ---- dynamo-cost ------------------------------------------------------------------------------
 
 /*
- * dynamo-cost: NVIDIA Dynamo's KV router, classic cost (docs/architecture/kv_cache_routing.md,
- * lib/kv-router; PEERS.md §5):
+ * dynamo-cost: NVIDIA Dynamo's KV router, classic cost (ai-dynamo/dynamo:
+ * docs/architecture/kv_cache_routing.md, "Cost Calculation"; the selector with its softmax
+ * temperature is ai-dynamo/dynamo: lib/kv-router/src/scheduling/selector.rs, which now credits
+ * the overlap instead of weighting it):
  *   prefill_blocks = uncached prompt tokens / block size
  *   decode_blocks  = the worker's active blocks + the request's new blocks
  *   cost = overlap_score_weight (1.0) × prefill_blocks + decode_blocks; the lowest wins,
@@ -840,9 +785,10 @@ static int s_cmp_sglang(const decider_candidate_t *a, const decider_candidate_t 
 }
 
 /*
- * sglang-cache-aware: the SGLang router's cache_aware policy (sgl-project/sglang
- * sgl-model-gateway/src/policies/cache_aware.rs; lightseekorg/smg policies/cache_aware.rs;
- * defaults from bindings/python router_args.py), PEERS.md §4:
+ * sglang-cache-aware: the SGLang router's cache_aware policy (sgl-project/sglang:
+ * sgl-model-gateway/src/policies/cache_aware.rs; lightseekorg/smg:
+ * model_gateway/src/policies/cache_aware.rs; defaults from sgl-project/sglang:
+ * sgl-model-gateway/bindings/python/src/sglang_router/router_args.py):
  *   load(W) = requests on W (running + waiting + routed in flight: SGLang counts its own
  *   in-flight requests per worker);
  *   imbalanced when max − min > balance_abs_threshold (64) AND max > balance_rel_threshold
@@ -928,8 +874,9 @@ static void s_pick_sglang(decider_pick_t *ctx)
 }
 
 /*
- * prefix-hash: vLLM production-stack `--routing-logic prefixaware` (src/vllm_router/routers/
- * routing_logic.py, HashTrie), PEERS.md §4: a trie of routed prompts in 128-character chunks
+ * prefix-hash: vLLM production-stack `--routing-logic prefixaware` (vllm-project/production-stack:
+ * src/vllm_router/routers/routing_logic.py, and the HashTrie of
+ * src/vllm_router/prefix/hashtrie.py): a trie of routed prompts in 128-character chunks
  * hashed with xxh64; the endpoints sharing the longest matched prefix are the candidates (all
  * of them when nothing matches), one is picked at random, and the prompt is inserted under it.
  * --prefix-min-match-length defaults to 0 (no QPS fallback).
@@ -974,266 +921,4 @@ static void s_pick_prefix_hash(decider_pick_t *ctx)
                          out->cands[w].c.worker, n);
     if (h && ids[w] >= 0)
         decider_history_insert(h, ids[w], ctx->req->hashes, ctx->req->nhashes, ctx->mono_ms);
-}
-
-// ---- memory -----------------------------------------------------------------------------------
-
-typedef struct {
-    char *name;
-    uint64_t used; // tick of the last use
-    decider_pool_memory_t m;
-} s_pool_entry_t;
-
-typedef struct {
-    double tokens;               // left at t_ms
-    double tokens_per_s;         // drain speed (the last decider_memory_backlog's)
-    double part[S_BACKLOG_FIFO]; // the routings' tokens left, FIFO from `head` (`n` of them)
-    uint32_t head, n;
-    double recent; // routings, decayed with S_RECENT_TAU_S, at t_ms
-    double placed; // ttft's placements here (s_placed), decayed with S_PLACED_TAU_S, at t_ms
-    uint64_t t_ms;
-} s_backlog_t;
-
-// A worker's pending prefixes, by field (decider_memory_pending_match reads `start` and
-// `first` of every live entry, and the hashes of those that share the prompt).
-typedef struct {
-    uint64_t until_ms[DECIDER_MEMORY_PENDING]; // 0: free
-    uint64_t first[DECIDER_MEMORY_PENDING];    // hashes[0] of the entry
-    uint32_t start[DECIDER_MEMORY_PENDING];    // the prompt's block hashes[0] is
-    uint32_t n[DECIDER_MEMORY_PENDING];        // hashes[0 .. n) are blocks start .. start + n
-    uint32_t cap[DECIDER_MEMORY_PENDING];
-    uint64_t *hashes[DECIDER_MEMORY_PENDING];
-    uint32_t next;
-    // The view of the entries live over [view_from, view_until) (s_pending_view): bit i of
-    // `live` per live entry i, and their least start — a worker holding fewer blocks of a
-    // prompt has no pending prefix for it. A decision reads it for every candidate, and it
-    // changes only when an entry expires or is added (view_until 0: rebuild).
-    uint64_t view_from, view_until;
-    uint32_t live;
-    uint32_t live_min_start;
-} s_pending_ring_t;
-_Static_assert(DECIDER_MEMORY_PENDING <= 32, "a bit of s_pending_ring_t.live per entry");
-
-struct decider_memory {
-    s_pool_entry_t pools[DECIDER_MEMORY_MAX_POOLS];
-    size_t npools;
-    uint64_t tick;
-    uint32_t scratch[IPL_INDEX_MAX_WORKERS];
-    s_backlog_t backlog[IPL_INDEX_MAX_WORKERS];
-    // The decay factors of the last drain, by its interval in ms (0: none yet; a drain spans at
-    // least 1 ms): a decision drains every candidate from the same previous decision's time, so
-    // the exp() of one serves them all — the same factors to the bit.
-    struct {
-        uint64_t dt_ms;
-        double recent, placed;
-    } decay;
-    s_pending_ring_t *pending[IPL_INDEX_MAX_WORKERS]; // created on first use
-};
-
-decider_memory_t *decider_memory_new(void)
-{
-    return calloc(1, sizeof(decider_memory_t));
-}
-
-static void s_entry_clear(s_pool_entry_t *e)
-{
-    free(e->name);
-    decider_history_destroy(&e->m.sglang);
-    decider_history_destroy(&e->m.prefix);
-    memset(e, 0, sizeof *e);
-}
-
-void decider_memory_destroy(decider_memory_t **self_p)
-{
-    if (!self_p || !*self_p) return;
-    for (size_t w = 0; w < IPL_INDEX_MAX_WORKERS; w++) {
-        s_pending_ring_t *r = (*self_p)->pending[w];
-        for (size_t i = 0; r && i < DECIDER_MEMORY_PENDING; i++)
-            free(r->hashes[i]);
-        free(r);
-    }
-    for (size_t i = 0; i < (*self_p)->npools; i++)
-        s_entry_clear(&(*self_p)->pools[i]);
-    free(*self_p);
-    *self_p = NULL;
-}
-
-decider_pool_memory_t *decider_memory_pool(decider_memory_t *self, const char *name)
-{
-    self->tick++;
-    s_pool_entry_t *e = NULL;
-    for (size_t i = 0; i < self->npools && !e; i++)
-        if (!strcmp(self->pools[i].name, name)) e = &self->pools[i];
-    if (!e) {
-        char *copy = strdup(name);
-        if (!copy) return NULL;
-        if (self->npools < DECIDER_MEMORY_MAX_POOLS) {
-            e = &self->pools[self->npools++];
-        } else { // forget the least recently used pool
-            e = &self->pools[0];
-            for (size_t i = 1; i < self->npools; i++)
-                if (self->pools[i].used < e->used) e = &self->pools[i];
-            s_entry_clear(e);
-        }
-        e->name = copy;
-    }
-    e->used = self->tick;
-    e->m.scratch = self->scratch;
-    e->m.owner = self;
-    return &e->m;
-}
-
-// ---- prefill backlog --------------------------------------------------------------------------
-
-// Drains b from b->t_ms to mono_ms (> b->t_ms). Out of line: a decision reads each
-// candidate's backlog several times at one mono_ms, and only the first read drains.
-static __attribute__((noinline)) void s_backlog_drain(decider_memory_t *self, s_backlog_t *b,
-                                                      uint64_t mono_ms)
-{
-    uint64_t dt_ms = mono_ms - b->t_ms;
-    double dt = (double)dt_ms / 1000.0;
-    double budget = dt * b->tokens_per_s; // prefilled since t_ms, first come first served
-    double left = b->tokens - budget;
-    b->tokens = left > 0 ? left : 0.0; // never negative (nor NaN), inline: one per candidate
-    while (b->n && budget > 0) {
-        double *head = &b->part[b->head];
-        double used = *head < budget ? *head : budget; // both positive
-        *head -= used;
-        budget -= used;
-        if (*head > 0) break;
-        b->head = (b->head + 1) % S_BACKLOG_FIFO;
-        b->n--;
-    }
-    if (self->decay.dt_ms != dt_ms) {
-        self->decay.dt_ms = dt_ms;
-        self->decay.recent = exp(-dt / S_RECENT_TAU_S);
-        self->decay.placed = exp(-dt / S_PLACED_TAU_S);
-    }
-    b->recent *= self->decay.recent;
-    b->placed *= self->decay.placed;
-    b->t_ms = mono_ms;
-}
-
-// The backlog of `worker` drained to mono_ms, or NULL for an out-of-range id.
-static inline s_backlog_t *s_backlog_drained(decider_memory_t *self, int worker, uint64_t mono_ms)
-{
-    if (worker < 0 || worker >= IPL_INDEX_MAX_WORKERS) return NULL;
-    s_backlog_t *b = &self->backlog[worker];
-    if (mono_ms > b->t_ms) s_backlog_drain(self, b, mono_ms);
-    return b;
-}
-
-double decider_memory_backlog(decider_memory_t *self, int worker, uint64_t mono_ms,
-                              double tokens_per_s)
-{
-    s_backlog_t *b = s_backlog_drained(self, worker, mono_ms);
-    if (!b) return 0;
-    if (tokens_per_s > 0) b->tokens_per_s = tokens_per_s;
-    return b->tokens;
-}
-
-void decider_memory_backlog_add(decider_memory_t *self, int worker, double tokens, uint64_t mono_ms)
-{
-    s_backlog_t *b = s_backlog_drained(self, worker, mono_ms);
-    if (!b) return;
-    if (tokens > 0) {
-        b->tokens += tokens;
-        if (b->n == S_BACKLOG_FIFO) { // full: the newest entry takes it (counted once)
-            b->part[(b->head + b->n - 1) % S_BACKLOG_FIFO] += tokens;
-        } else {
-            b->part[(b->head + b->n) % S_BACKLOG_FIFO] = tokens;
-            b->n++;
-        }
-    }
-    b->recent += 1;
-}
-
-double decider_memory_backlog_requests(decider_memory_t *self, int worker, uint64_t mono_ms)
-{
-    s_backlog_t *b = s_backlog_drained(self, worker, mono_ms);
-    return b ? (double)b->n : 0;
-}
-
-double decider_memory_recent(decider_memory_t *self, int worker, uint64_t mono_ms)
-{
-    s_backlog_t *b = s_backlog_drained(self, worker, mono_ms);
-    return b ? b->recent : 0;
-}
-
-static double s_memory_placed(decider_memory_t *self, int worker, uint64_t mono_ms)
-{
-    s_backlog_t *b = s_backlog_drained(self, worker, mono_ms);
-    return b ? b->placed : 0;
-}
-
-static void s_memory_place(decider_memory_t *self, int worker, uint64_t mono_ms)
-{
-    s_backlog_t *b = s_backlog_drained(self, worker, mono_ms);
-    if (b) b->placed += 1;
-}
-
-// ---- pending prefixes -------------------------------------------------------------------------
-
-void decider_memory_pending_add(decider_memory_t *self, int worker, const uint64_t *hashes,
-                                size_t start, size_t n, uint64_t until_ms)
-{
-    if (worker < 0 || worker >= IPL_INDEX_MAX_WORKERS || start >= n) return;
-    n = n - start < S_PENDING_MAX_BLOCKS ? n : start + S_PENDING_MAX_BLOCKS;
-    s_pending_ring_t *r = self->pending[worker];
-    if (!r && !(r = self->pending[worker] = calloc(1, sizeof *r))) return;
-    uint32_t i = r->next;
-    if (r->cap[i] < n - start) {
-        uint64_t *h = realloc(r->hashes[i], (n - start) * sizeof *h);
-        if (!h) return; // not remembered: the next routing of the prefix may scatter
-        r->hashes[i] = h;
-        r->cap[i] = (uint32_t)(n - start);
-    }
-    memcpy(r->hashes[i], hashes + start, (n - start) * sizeof *hashes);
-    r->first[i] = hashes[start];
-    r->start[i] = (uint32_t)start;
-    r->n[i] = (uint32_t)(n - start);
-    r->until_ms[i] = until_ms;
-    r->view_until = 0;
-    r->next = (r->next + 1) % DECIDER_MEMORY_PENDING;
-}
-
-// Rebuilds r's view of its live entries at mono_ms: valid until the first of them expires (or
-// forever when none is live), and not before mono_ms (a clock read earlier may still see an
-// entry expired since).
-static void s_pending_view(s_pending_ring_t *r, uint64_t mono_ms)
-{
-    r->live = 0;
-    r->live_min_start = UINT32_MAX;
-    r->view_from = mono_ms;
-    r->view_until = UINT64_MAX;
-    for (uint32_t k = 0; k < DECIDER_MEMORY_PENDING; k++) {
-        if (r->until_ms[k] <= mono_ms) continue; // free (0) or expired
-        r->live |= 1u << k;
-        if (r->start[k] < r->live_min_start) r->live_min_start = r->start[k];
-        if (r->until_ms[k] < r->view_until) r->view_until = r->until_ms[k];
-    }
-}
-
-size_t decider_memory_pending_match(decider_memory_t *self, int worker, const uint64_t *hashes,
-                                    size_t n, size_t held, uint64_t mono_ms)
-{
-    if (worker < 0 || worker >= IPL_INDEX_MAX_WORKERS || !self->pending[worker]) return held;
-    s_pending_ring_t *r = self->pending[worker];
-    if (mono_ms < r->view_from || mono_ms >= r->view_until) s_pending_view(r, mono_ms);
-    if (!r->live || held < r->live_min_start) return held;
-    size_t best = held;
-    for (uint32_t live = r->live; live; live &= live - 1) {
-        int i = __builtin_ctz(live);
-        size_t start = r->start[i];
-        // Chained hashes: equal blocks at `start` mean equal prompts up to there.
-        if (start > held || start >= n || hashes[start] != r->first[i] ||
-            start + r->n[i] <= best) // or cannot beat best
-            continue;
-        const uint64_t *e = r->hashes[i];
-        size_t k = 1;
-        while (k < r->n[i] && start + k < n && hashes[start + k] == e[k])
-            k++;
-        if (start + k > best) best = start + k;
-    }
-    return best;
 }

@@ -396,8 +396,9 @@ static int s_pending_push(s_worker_t *w, uint32_t r)
     return 0;
 }
 
-// The decider's oracle hook: the prompt tokens `worker` truly holds, as the engine would hit
-// them (whole blocks, never the whole prompt: vLLM computes at least one token).
+// The router's offline oracle hook (decider_router_offline_t): the prompt tokens `worker` truly
+// holds, as the engine would hit them (whole blocks, never the whole prompt: vLLM computes at
+// least one token).
 static uint64_t s_oracle(void *arg, const char *worker, const decider_request_t *req)
 {
     clustersim_cluster_t *self = arg;
@@ -740,11 +741,11 @@ clustersim_cluster_t *clustersim_cluster_new(const clustersim_config_t *cfg,
     decider_router_config_t rc = cfg->router;
     rc.default_strategy = strategy;
     rc.seed = (cfg->seed * 0x9e3779b97f4a7c15ULL) | 1; // never 0: 0 means "from the clock"
-    rc.terse = true; // nobody reads the explanations: decide without writing them
+    rc.offline.terse = true; // nobody reads the explanations: decide without writing them
     if (!strcmp(strategy, "oracle")) {
         self->truth = ipl_index_new();
-        rc.oracle = s_oracle;
-        rc.oracle_arg = self;
+        rc.offline.oracle = s_oracle;
+        rc.offline.oracle_arg = self;
     }
     self->router = decider_router_new(&rc);
     if (!self->tokens || !self->hashes || !self->arrival || !self->records || !self->features ||

@@ -25,9 +25,9 @@
  * engine waits for the next step boundary, as it would wait for the scheduler; it reaches
  * the engine `request_s` (the profile's API/tokenisation latency) after the decision.
  *
- * Strategy "oracle" (measurement only): the router's oracle hook reads a second index of
- * every worker's true cache, updated the moment an engine commits or evicts a block; load
- * still comes from the delayed samples.
+ * Strategy "oracle" (measurement only): the router's offline oracle hook
+ * (decider_router_offline_t) reads a second index of every worker's true cache, updated the
+ * moment an engine commits or evicts a block; load still comes from the delayed samples.
  *
  * Calibration (cfg.calibrate): when a request's first token comes out, its TTFT is fed back
  * to the router's predictor (decider_router_observe) with the features it was routed on, as a
@@ -61,7 +61,7 @@ typedef struct {
     double sample_period_s;          /* 0.1 */
     uint64_t seed;                   /* engines, delays, router tie-breaks */
     bool calibrate;                  /* feed observed TTFTs to the predictor */
-    decider_router_config_t router;  /* default_strategy, seed and oracle are set per run */
+    decider_router_config_t router;  /* default_strategy, seed and offline are set per run */
 } clustersim_config_t;
 
 /* Defaults: 2 pools × 3 workers in one InferencePool, l40s-27b-fp8, 16-token blocks, 256

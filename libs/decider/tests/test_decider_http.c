@@ -1,20 +1,24 @@
 /*
  * Unit tests of decider_http: request parsing (every 400 message), hashing like the gateway,
- * status mapping and the rendered JSON.
+ * status mapping, the rendered JSON and GET /debug/model (a real server on an ephemeral
+ * loopback port, driven with libcurl).
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
 #include <cmocka.h>
+#include <curl/curl.h>
 
 #include "decider_http.h"
 #include "ipl_error.h"
 #include "ipl_hash.h"
+#include "ipl_log.h"
 
 static void s_bad(const char *body, const char *expect)
 {
@@ -192,6 +196,60 @@ static void test_status_block_size_and_render(void **state)
     free(json);
 }
 
+// Collects a response body (NUL-terminated) into a malloc'd buffer.
+static size_t s_on_body(char *data, size_t size, size_t n, void *arg)
+{
+    char **body = arg;
+    size_t old = *body ? strlen(*body) : 0, bytes = size * n;
+    char *b = realloc(*body, old + bytes + 1);
+    assert_non_null(b);
+    memcpy(b + old, data, bytes);
+    b[old + bytes] = '\0';
+    *body = b;
+    return bytes;
+}
+
+// GET /debug/model serves the router's model (decider_router_model_json).
+static void test_debug_model(void **state)
+{
+    (void)state;
+    decider_router_config_t cfg;
+    decider_router_config_defaults(&cfg);
+    cfg.default_strategy = "least-loaded";
+    decider_router_t *router = decider_router_new(&cfg);
+    ipl_httpd_t *httpd = ipl_httpd_new("127.0.0.1:0", 0);
+    assert_non_null(router);
+    assert_non_null(httpd);
+    decider_http_register_model(httpd, router);
+    assert_int_equal(ipl_httpd_start(httpd), 0);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/debug/model", ipl_httpd_port(httpd));
+    char *body = NULL;
+    long status = 0;
+    CURL *curl = curl_easy_init();
+    assert_non_null(curl);
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 10000L);
+    curl_easy_setopt(curl, CURLOPT_NOPROXY, "*");
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, s_on_body);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+    assert_int_equal(curl_easy_perform(curl), CURLE_OK);
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(curl);
+    assert_int_equal(status, 200);
+    assert_non_null(body);
+    cJSON *o = cJSON_Parse(body);
+    assert_non_null(o);
+    cJSON *r = cJSON_GetObjectItem(o, "router");
+    assert_string_equal(cJSON_GetObjectItem(r, "default_strategy")->valuestring, "least-loaded");
+    assert_true(cJSON_IsObject(cJSON_GetObjectItem(o, "predictor")));
+    assert_true(cJSON_IsObject(cJSON_GetObjectItem(o, "fallbacks")));
+    cJSON_Delete(o);
+    free(body);
+    ipl_httpd_destroy(&httpd);
+    decider_router_destroy(&router);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -199,6 +257,11 @@ int main(void)
         cmocka_unit_test(test_parse_block_hashes),
         cmocka_unit_test(test_prompt_and_messages_hash_like_the_gateway),
         cmocka_unit_test(test_status_block_size_and_render),
+        cmocka_unit_test(test_debug_model),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    ipl_log_set_level(IPL_LOG_OFF);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    curl_global_cleanup();
+    return rc;
 }

@@ -15,14 +15,17 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
 #include <cmocka.h>
 
 #include "decider_router.h"
 #include "decider_state.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
+#include "ipl_metrics.h"
 
 #define NB   100
 #define WALL 1000000u // wall ms of "now" in these tests
@@ -85,8 +88,8 @@ static decider_router_t *s_router(uint64_t seed, uint64_t max_queue, double temp
     cfg.seed = seed;
     cfg.max_queue = max_queue;
     cfg.temperature_s = temperature_s;
-    cfg.oracle = fn;
-    cfg.oracle_arg = arg;
+    cfg.offline.oracle = fn;
+    cfg.offline.oracle_arg = arg;
     decider_router_t *r = decider_router_new(&cfg);
     assert_non_null(r);
     return r;
@@ -520,11 +523,12 @@ static void test_temperature_samples(void **state)
     decider_router_destroy(&r);
 }
 
-// The oracle hook: c truly holds the whole prompt, b (per the index) 320 tokens only.
+// The offline oracle hook: c truly holds the whole prompt, b (per the index) 320 tokens only.
 static uint64_t s_truth(void *arg, const char *worker, const decider_request_t *req)
 {
     (*(int *)arg)++;
-    assert_ptr_equal(req->user, &s_policy);
+    assert_ptr_equal(req->hashes, s_req.hashes); // the request decided
+    assert_int_equal(req->nhashes, s_req.nhashes);
     return !strcmp(worker, "c") ? 1000 : 0; // more than the prompt: clamped to it
 }
 
@@ -535,7 +539,6 @@ static void test_oracle(void **state)
     decider_router_t *r = s_router(5, 0, 0, s_truth, &calls);
     decider_request_t req = s_req;
     req.strategy = "oracle";
-    req.user = &s_policy;
     assert_int_equal(decider_router_route_at(r, &s_policy, f->state, 0, &req, &f->d, WALL, MONO),
                      IPL_ROUTE_OK);
     assert_int_equal(calls, 3);
@@ -545,7 +548,6 @@ static void test_oracle(void **state)
     assert_int_equal(s_cand(f, "b")->c.cached_tokens, 0); // the truth, not the index
     assert_float_equal(f->d.predicted_ttft_s, 0.0, 1e-12);
     // Without a hook (the live decider) oracle is ttft with the index: b.
-    req.user = NULL;
     assert_int_equal(s_route(f, &req), IPL_ROUTE_OK);
     assert_string_equal(f->d.strategy, "oracle");
     assert_string_equal(f->d.worker->name, "b");
@@ -599,6 +601,45 @@ static void test_fallbacks_are_counted(void **state)
     assert_int_equal(c[DECIDER_FALLBACK_NO_WORKER], 1);
     assert_int_equal(c[DECIDER_FALLBACK_BLOCK_SIZE], 0);
     assert_int_equal(c[DECIDER_FALLBACK_STALE], 1);
+}
+
+// The router's model (what GET /debug/model serves) and its counters as metric families.
+static void test_model_json_and_metrics(void **state)
+{
+    s_fix_t *f = *state;
+    ipl_metrics_t *metrics = ipl_metrics_new();
+    assert_non_null(metrics);
+    decider_router_register_metrics(f->router, metrics);
+    decider_router_register_metrics(f->router, NULL); // nothing
+    const uint64_t down[3] = {IPL_HEALTH_DOWN, IPL_HEALTH_DOWN, IPL_HEALTH_DOWN};
+    const uint64_t exact[3] = {IPL_KV_EXACT, IPL_KV_EXACT, IPL_KV_EXACT};
+    s_loads(f, WALL, (uint64_t[]){0, 0, 0}, down, exact);
+    assert_int_equal(s_route(f, &s_req), IPL_ROUTE_NO_WORKER);
+
+    cJSON *root = decider_router_model_json(f->router);
+    assert_non_null(root);
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(root, "router");
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(r, "default_strategy")->valuestring,
+                        "ttft");
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(r, "load_gate")->valuedouble, 2);
+    const cJSON *fb = cJSON_GetObjectItemCaseSensitive(root, "fallbacks");
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(fb, "no_worker")->valuedouble, 1);
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(fb, "stale")->valuedouble, 0);
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "observations");
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(o, "window_ms")->valuedouble, 60000);
+    assert_non_null(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "results"),
+                                                     "learned"));
+    assert_true(cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "predictor")));
+    cJSON_Delete(root);
+
+    size_t len;
+    char *text = ipl_metrics_render(metrics, &len);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "inferplane_decider_fallbacks_total{reason=\"no_worker\"} 1\n"));
+    assert_non_null(strstr(text, "inferplane_decider_fallbacks_total{reason=\"stale\"} 0\n"));
+    assert_non_null(strstr(text, "inferplane_decider_observations_total{result=\"unknown\"} 0\n"));
+    free(text);
+    ipl_metrics_destroy(&metrics);
 }
 
 // The winner's features and worker set come with the decision, for the observation that
@@ -791,6 +832,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lent_ledger, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_oracle, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_fallbacks_are_counted, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_model_json_and_metrics, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_observations_calibrate, s_setup, s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,12 +1,11 @@
 /*
  * Unit tests of every strategy (decider_strategies.c) on hand-computed cases, through the
- * router's public API.
+ * router's public API (the memory they read is tested in test_decider_memory.c).
  *
  * Fixture: pool "chat" (model "m", block size 16) with workers w1, w2, w3, each with 100 KV
  * blocks; a prompt of 10 full blocks (160 tokens) whose first blocks w1, w2, w3 hold 2, 5
  * and 8 of (so 8, 5 and 2 blocks to prefill).
  */
-#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,7 +15,6 @@
 
 #include <cmocka.h>
 
-#include "decider_pick.h"
 #include "decider_router.h"
 #include "decider_state.h"
 #include "decider_strategies.h"
@@ -344,64 +342,6 @@ static void test_pool_strategy_and_default(void **state)
     assert_string_equal(f->d.reason, "cache_hit");
 }
 
-// The memory behind ttft (decider_pick.h): backlog, recent routings, pending prefixes.
-static void test_ttft_memory(void **state)
-{
-    (void)state;
-    decider_memory_t *m = decider_memory_new();
-    assert_non_null(m);
-    // Backlog: 3,000 tokens at t = 1 s draining at 1,000 tokens/s.
-    assert_float_equal(decider_memory_backlog(m, 0, 1000, 1000), 0, 1e-9);
-    decider_memory_backlog_add(m, 0, 3000, 1000);
-    assert_float_equal(decider_memory_backlog(m, 0, 2000, 1000), 2000, 1e-9);
-    assert_float_equal(decider_memory_backlog(m, 0, 5000, 1000), 0, 1e-9); // never below 0
-    decider_memory_backlog_add(m, 0, 500, 5000);
-    assert_float_equal(decider_memory_backlog(m, 0, 5000, 0), 500, 1e-9); // 0: speed kept
-    assert_float_equal(decider_memory_backlog(m, 0, 5250, 0), 250, 1e-9);
-    // Two routings, 4 s apart, read 0.25 s after the second: (e^(−4/60) + 1) × e^(−0.25/60).
-    double recent = (exp(-4.0 / 60.0) + 1) * exp(-0.25 / 60.0);
-    assert_float_equal(decider_memory_recent(m, 0, 5250), recent, 1e-9);
-    assert_float_equal(decider_memory_recent(m, 0, 5000), recent, 1e-9); // no time travel
-    assert_float_equal(decider_memory_recent(m, 0, 65250), recent * exp(-1.0), 1e-9);
-    assert_float_equal(decider_memory_backlog(m, 1, 5250, 1000), 0, 1e-9);
-    assert_float_equal(decider_memory_backlog(m, -1, 5250, 1000), 0, 1e-9);
-    assert_float_equal(decider_memory_backlog(m, IPL_INDEX_MAX_WORKERS, 5250, 1000), 0, 1e-9);
-
-    // Pending: blocks 3..7 of a prompt routed to worker 2 (it held 0..2), until t = 10 s.
-    uint64_t h[10], other[10];
-    for (int i = 0; i < 10; i++)
-        h[i] = other[i] = 0x9000 + (uint64_t)i;
-    decider_memory_pending_add(m, 2, h, 3, 8, 10000);
-    assert_int_equal(decider_memory_pending_match(m, 2, h, 10, 3, 9000), 8);
-    assert_int_equal(decider_memory_pending_match(m, 2, h, 10, 9, 9000), 9);  // holds more
-    assert_int_equal(decider_memory_pending_match(m, 2, h, 6, 3, 9000), 6);   // shorter prompt
-    assert_int_equal(decider_memory_pending_match(m, 2, h, 10, 2, 9000), 2);  // lost block 2
-    assert_int_equal(decider_memory_pending_match(m, 1, h, 10, 3, 9000), 3);  // other worker
-    assert_int_equal(decider_memory_pending_match(m, 2, h, 10, 3, 10000), 3); // expired
-    other[5] = 0xdead; // diverges at block 5 (chained hashes: every later block differs too)
-    for (int i = 6; i < 10; i++)
-        other[i] = 0xdead + (uint64_t)i;
-    assert_int_equal(decider_memory_pending_match(m, 2, other, 10, 3, 9000), 5);
-    other[3] = 0xbeef; // another prompt from block 3 on
-    assert_int_equal(decider_memory_pending_match(m, 2, other, 10, 3, 9000), 3);
-    decider_memory_pending_add(m, 2, h, 8, 8, 20000); // nothing to compute: nothing pending
-    assert_int_equal(decider_memory_pending_match(m, 2, h, 10, 3, 12000), 3);
-    // Entries count from their add to their expiry, each its own, whatever the order in which
-    // the clock is read (decisions read it before they queue for the router).
-    decider_memory_pending_add(m, 3, h, 3, 8, 30000);
-    assert_int_equal(decider_memory_pending_match(m, 3, h, 10, 3, 25000), 8);
-    assert_int_equal(decider_memory_pending_match(m, 3, other, 10, 0, 25000), 0);
-    decider_memory_pending_add(m, 3, other, 0, 10, 26000);
-    assert_int_equal(decider_memory_pending_match(m, 3, other, 10, 0, 25000), 10);
-    assert_int_equal(decider_memory_pending_match(m, 3, other, 10, 0, 26000), 0);  // expired
-    assert_int_equal(decider_memory_pending_match(m, 3, h, 10, 3, 26000), 8);      // still live
-    assert_int_equal(decider_memory_pending_match(m, 3, other, 10, 0, 25999), 10); // read earlier
-    assert_int_equal(decider_memory_pending_match(m, 3, h, 10, 3, 30000), 3);
-    assert_int_equal(decider_memory_pending_match(m, 3, h, 10, 3, 29999), 8);
-    decider_memory_destroy(&m);
-    assert_null(m);
-}
-
 // A prompt routed to a busy worker stays there while its prefill is still ahead (pending),
 // even after the ledger's optimistic blocks (TTL 2 s) expired and before any KV event; then,
 // unconfirmed, it stops attracting.
@@ -523,7 +463,7 @@ static void test_terse(void **state)
     decider_router_config_defaults(&cfg);
     cfg.seed = 3;
     decider_router_t *asks = decider_router_new(&cfg); // terse per request
-    cfg.terse = true;
+    cfg.offline.terse = true;
     decider_router_t *terse = decider_router_new(&cfg);
     decider_decision_t d, e;
     decider_decision_init(&d);
@@ -585,7 +525,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sglang_cache_aware, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_prefix_hash, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_pool_strategy_and_default, s_setup, s_teardown),
-        cmocka_unit_test(test_ttft_memory),
         cmocka_unit_test_setup_teardown(test_ttft_waits_for_a_pending_prefix, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_ttft_gate_spares_the_own_backlog, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_ttft_places_a_prefix_where_fewest_were_placed, s_setup,
