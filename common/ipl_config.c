@@ -20,6 +20,7 @@
 #include <yaml.h>
 
 #include "ipl_error.h"
+#include "ipl_suggest.h"
 
 #ifndef IPL_VERSION
 #define IPL_VERSION "0.0.0-unknown"
@@ -258,52 +259,19 @@ void ipl_config_add(ipl_config_t *self, const char *name, ipl_opt_type_t type, v
 
 // --- "did you mean" -------------------------------------------------------------------------
 
-// Optimal string alignment distance: Levenshtein plus adjacent transpositions, so the common
-// "listne" for "listen" typo costs 1. Names are short; longer inputs are capped.
-static size_t s_distance(const char *a, const char *b)
-{
-    enum { MAX = 64 };
-    size_t la = strnlen(a, MAX - 1), lb = strnlen(b, MAX - 1);
-    size_t d[MAX][MAX];
-    for (size_t i = 0; i <= la; i++)
-        d[i][0] = i;
-    for (size_t j = 0; j <= lb; j++)
-        d[0][j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        for (size_t j = 1; j <= lb; j++) {
-            size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-            size_t best = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
-            if (d[i - 1][j - 1] + cost < best) best = d[i - 1][j - 1] + cost;
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-                d[i - 2][j - 2] + 1 < best)
-                best = d[i - 2][j - 2] + 1;
-            d[i][j] = best;
-        }
-    }
-    return d[la][lb];
-}
-
 // The known option nearest to `name` (a flag or key without "--"), or NULL when nothing is
-// close enough to be a plausible typo. `with_builtins`: --help/--version are candidates.
+// close enough to be a plausible typo (ipl_suggest). `with_builtins`: --help/--version are
+// candidates.
 static const char *s_nearest(const ipl_config_t *self, const char *name, bool with_builtins)
 {
-    const char *best = NULL;
-    size_t best_d = (size_t)-1;
+    ipl_suggest_t suggest;
+    ipl_suggest_init(&suggest, name);
     for (size_t i = 0; i < self->nopts; i++) {
         const s_opt_t *opt = &self->opts[i];
-        if (!with_builtins && (opt->kind == S_HELP || opt->kind == S_VERSION)) continue;
-        size_t d = s_distance(name, opt->name);
-        // A unique-looking prefix ("--admin" for "--admin-listen") is as good as a typo.
-        if (strlen(name) >= 3 && strncmp(opt->name, name, strlen(name)) == 0) d = d < 1 ? d : 1;
-        if (d < best_d) {
-            best_d = d;
-            best = opt->name;
-        }
+        if (with_builtins || (opt->kind != S_HELP && opt->kind != S_VERSION))
+            ipl_suggest_add(&suggest, opt->name);
     }
-    size_t len = strlen(name);
-    size_t limit = len / 3 > 2 ? len / 3 : 2;
-    return best && best_d <= limit ? best : NULL;
+    return ipl_suggest_best(&suggest);
 }
 
 // Writes "<what> (did you mean --x?)" or "<what> (see --help for the options)" for the unknown

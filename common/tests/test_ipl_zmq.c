@@ -1,4 +1,4 @@
-/* ipl_zmq: whole messages over a real PAIR of inproc sockets. */
+/* ipl_zmq: whole messages over a real PAIR of inproc sockets; binding with a readable error. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include "ipl_error.h"
 #include "ipl_zmq.h"
 
 static void *s_ctx, *s_a, *s_b;
@@ -84,9 +85,39 @@ static void test_fewer_frames_than_max(void **state)
     assert_int_equal(kept, 0);
 }
 
+static void test_bind_names_endpoint_error_and_fix(void **state)
+{
+    (void)state;
+    void *c = zmq_socket(s_ctx, ZMQ_PULL);
+    char err[256] = "untouched";
+    assert_int_equal(ipl_zmq_bind(c, "inproc://ipl-zmq-bind", "--pull", NULL, "x", err, sizeof err),
+                     0);
+    assert_string_equal(err, "untouched");
+    // taken: libzmq's error, the source when given, the fix
+    void *d = zmq_socket(s_ctx, ZMQ_PULL);
+    assert_int_equal(ipl_zmq_bind(d, "inproc://ipl-zmq-bind", "--pull", "env",
+                                  "use a free tcp://host:port", err, sizeof err),
+                     IPL_E_IO);
+    assert_string_equal(err, "cannot bind --pull \"inproc://ipl-zmq-bind\" (from env): Address "
+                             "already in use; use a free tcp://host:port");
+    assert_int_equal(
+        ipl_zmq_bind(d, "bogus://nowhere", "the replay ROUTER", NULL, "check it", err, sizeof err),
+        IPL_E_IO);
+    assert_string_equal(err, "cannot bind the replay ROUTER \"bogus://nowhere\": Protocol not "
+                             "supported; check it");
+    assert_int_equal(ipl_zmq_bind(d, NULL, "--pub", NULL, "give one", err, sizeof err), IPL_E_IO);
+    assert_string_equal(err, "cannot bind --pub \"\": Invalid argument; give one");
+    assert_int_equal(ipl_zmq_bind(d, "", "--pub", NULL, "give one", err, 16), IPL_E_IO);
+    assert_string_equal(err, "cannot bind --p"); // truncated, terminated
+    zmq_close(c);
+    zmq_close(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_bind_names_endpoint_error_and_fix, s_setup,
+                                        s_teardown),
         cmocka_unit_test_setup_teardown(test_nothing_waiting, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_keeps_first_frames_and_drops_the_rest, s_setup,
                                         s_teardown),

@@ -80,9 +80,8 @@ decider_peers_t *decider_peers_new(const decider_peers_config_t *config, char *e
         }
         zsock_set_linger(self->pub, 0);
         zsock_set_sndhwm(self->pub, 100000);
-        if (zsock_bind(self->pub, "%s", config->pub) < 0) {
-            snprintf(err, errlen, "cannot bind --peer-pub \"%s\": %s; use a free tcp://host:port",
-                     config->pub, zmq_strerror(zmq_errno()));
+        if (ipl_zmq_bind(zsock_resolve(self->pub), config->pub, "--peer-pub", NULL,
+                         "use a free tcp://host:port", err, errlen) != 0) {
             decider_peers_destroy(&self);
             return NULL;
         }

@@ -14,9 +14,10 @@
 #include <string.h>
 
 #include "ipl_clock.h"
+#include "ipl_drops.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
-#include "ipl_signal.h"
+#include "ipl_loop.h"
 #include "ipl_zmq.h"
 
 #define S_MAX_FRAME        (16 << 20) /* a KV_EVENT of 65,536 hashes is ~600 KB */
@@ -50,12 +51,7 @@ static const char *s_flag[3] = {"--pull", "--pub", "--snapshot"};
 
 static void s_drop(aggregator_server_t *self, const char *socket, const char *reason, size_t bytes)
 {
-    char labels[96];
-    snprintf(labels, sizeof labels, "reason=\"%s\"", reason);
-    ipl_metric_inc(ipl_metrics_counter(self->metrics, "inferplane_frames_dropped_total",
-                                       "Frames received and dropped, by reason.", labels));
-    IPL_LOG_EVERY(5, IPL_LOG_WARN, "frame_dropped", "socket=%s reason=%s bytes=%zu", socket, reason,
-                  bytes);
+    ipl_drops_count(self->metrics, reason, "socket=%s bytes=%zu", socket, bytes);
 }
 
 static void s_collect(void *arg, ipl_metrics_t *metrics)
@@ -120,12 +116,7 @@ static void s_metrics_init(aggregator_server_t *self)
     /* pre-create the common drop reasons so dashboards see zeros */
     const char *reasons[] = {"truncated",    "wrong_type", "bad_version",
                              "unknown_type", "invalid",    "multipart"};
-    for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++) {
-        char labels[64];
-        snprintf(labels, sizeof labels, "reason=\"%s\"", reasons[i]);
-        ipl_metrics_counter(m, "inferplane_frames_dropped_total",
-                            "Frames received and dropped, by reason.", labels);
-    }
+    ipl_drops_register(m, reasons, sizeof reasons / sizeof reasons[0]);
     ipl_metrics_on_collect(m, s_collect, self);
 }
 
@@ -145,12 +136,9 @@ static zsock_t *s_bind(int type, const char *endpoint, const char *flag, char *e
     zsock_set_rcvhwm(sock, S_HWM);
     if (type == ZMQ_ROUTER)
         zsock_set_router_mandatory(sock, 1); /* a gone peer is an error, not a silent drop */
-    if (!endpoint || !*endpoint || zsock_bind(sock, "%s", endpoint) < 0) {
-        snprintf(err, errlen, "cannot bind %s \"%s\": %s; use a free tcp://host:port", flag,
-                 endpoint ? endpoint : "", zmq_strerror(zmq_errno()));
+    if (ipl_zmq_bind(zsock_resolve(sock), endpoint, flag, NULL, "use a free tcp://host:port", err,
+                     errlen) != 0)
         zsock_destroy(&sock);
-        return NULL;
-    }
     return sock;
 }
 
@@ -360,40 +348,38 @@ static void s_heartbeat(aggregator_server_t *self, uint64_t now_ms)
     ipl_metric_inc(self->heartbeats);
 }
 
-int aggregator_server_poll(aggregator_server_t *self, int timeout_ms, int stop_fd)
+// One round of the loop (an ipl_loop_round_fn): aggregator_server_poll.
+static int s_round(void *arg, long timeout_ms, int stop_fd)
 {
-    assert(self);
+    aggregator_server_t *self = arg;
     uint64_t now = ipl_mono_ms();
     if (now >= self->next_heartbeat_ms) {
         s_heartbeat(self, now);
         self->next_heartbeat_ms = now + self->heartbeat_ms;
     }
     uint64_t until_hb = self->next_heartbeat_ms - now;
-    if (timeout_ms < 0 || (uint64_t)timeout_ms > until_hb) timeout_ms = (int)until_hb;
+    if (timeout_ms < 0 || (uint64_t)timeout_ms > until_hb) timeout_ms = (long)until_hb;
     zmq_pollitem_t items[3] = {
         {zsock_resolve(self->sock[S_PULL]), 0, ZMQ_POLLIN, 0},
         {zsock_resolve(self->sock[S_SNAPSHOT]), 0, ZMQ_POLLIN, 0},
-        {NULL, stop_fd, ZMQ_POLLIN, 0},
     };
-    int n = zmq_poll(items, stop_fd >= 0 ? 3 : 2, timeout_ms);
-    if (n < 0) {
-        if (zmq_errno() == EINTR) return 0;
-        IPL_ERROR("poll_failed", "error=\"%s\"", zmq_strerror(zmq_errno()));
-        return IPL_E_IO;
-    }
+    int n = ipl_loop_poll(items, 2, stop_fd, timeout_ms);
+    if (n < 0) return n;
     if (items[0].revents & ZMQ_POLLIN) s_drain_pull(self);
     if (items[1].revents & ZMQ_POLLIN) s_drain_snapshot(self);
     return 0;
 }
 
+int aggregator_server_poll(aggregator_server_t *self, int timeout_ms, int stop_fd)
+{
+    assert(self);
+    return s_round(self, timeout_ms, stop_fd);
+}
+
 int aggregator_server_run(aggregator_server_t *self)
 {
     assert(self);
-    while (!ipl_signal_stopping()) {
-        int rc = aggregator_server_poll(self, 1000, ipl_signal_fd());
-        if (rc != 0) return rc;
-    }
-    return 0;
+    return ipl_loop_run_rounds(s_round, self, 1000); // until stopping
 }
 
 /* ------------------------------------------------------------------------------------------ */

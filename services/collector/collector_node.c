@@ -17,11 +17,13 @@
 #include "collector_stream.h"
 #include "collector_upstream.h"
 #include "ipl_clock.h"
+#include "ipl_drops.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
+#include "ipl_loop.h"
 #include "ipl_policy_view.h"
 #include "ipl_proto.h"
-#include "ipl_signal.h"
+#include "ipl_split.h"
 #include "ipl_zmq.h"
 
 _Static_assert((int)COLLECTOR_OP_STORED == (int)IPL_KV_OP_STORED &&
@@ -211,48 +213,37 @@ int collector_worker_specs_parse(const char *text, collector_worker_spec_t **out
     assert(text && out && n && err);
     *out = NULL;
     *n = 0;
-    size_t cap = 0;
-    const char *p = text;
-    while (*p) {
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        const char *q = p;
-        size_t qlen = len;
-        while (qlen > 0 && (*q == ' ' || *q == '\t')) {
-            q++;
-            qlen--;
-        }
-        if (qlen > 0) {
-            if (*n == cap) {
-                cap = cap ? cap * 2 : 8;
-                collector_worker_spec_t *grown = realloc(*out, cap * sizeof *grown);
-                if (!grown) {
-                    collector_worker_specs_free(out, *n);
-                    snprintf(err, errlen, "out of memory");
-                    return IPL_E_NOMEM;
-                }
-                *out = grown;
+    size_t cap = 0, len;
+    const char *cursor = text, *item;
+    while (ipl_split_next(&cursor, &item, &len)) {
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 8;
+            collector_worker_spec_t *grown = realloc(*out, cap * sizeof *grown);
+            if (!grown) {
+                collector_worker_specs_free(out, *n);
+                snprintf(err, errlen, "out of memory");
+                return IPL_E_NOMEM;
             }
-            int rc = s_spec_parse(q, qlen, &(*out)[*n], err, errlen);
-            if (rc != 0) {
+            *out = grown;
+        }
+        int rc = s_spec_parse(item, len, &(*out)[*n], err, errlen);
+        if (rc != 0) {
+            collector_worker_specs_free(out, *n);
+            *n = 0;
+            return rc;
+        }
+        for (size_t i = 0; i < *n; i++) {
+            if (!strcmp((*out)[i].name, (*out)[*n].name)) {
+                snprintf(err, errlen,
+                         "--workers: worker \"%s\" is listed twice; names must be unique",
+                         (*out)[i].name);
+                (*n)++;
                 collector_worker_specs_free(out, *n);
                 *n = 0;
-                return rc;
+                return IPL_E_INVAL;
             }
-            for (size_t i = 0; i < *n; i++) {
-                if (!strcmp((*out)[i].name, (*out)[*n].name)) {
-                    snprintf(err, errlen,
-                             "--workers: worker \"%s\" is listed twice; names must be unique",
-                             (*out)[i].name);
-                    (*n)++;
-                    collector_worker_specs_free(out, *n);
-                    *n = 0;
-                    return IPL_E_INVAL;
-                }
-            }
-            (*n)++;
         }
-        p = comma ? comma + 1 : p + len;
+        (*n)++;
     }
     return 0;
 }
@@ -322,14 +313,11 @@ static void s_drop(collector_node_t *self, const char *worker, const char *reaso
 {
     char labels[96];
     snprintf(labels, sizeof labels, "reason=\"%s\"", reason);
-    ipl_metric_inc(ipl_metrics_counter(self->metrics, "inferplane_frames_dropped_total",
-                                       "Frames received and dropped, by reason.", labels));
     ipl_metric_inc(ipl_metrics_counter(self->metrics, "inferplane_collector_decode_errors_total",
                                        "KV-event messages from workers that could not be used, "
                                        "by reason.",
                                        labels));
-    IPL_LOG_EVERY(5, IPL_LOG_WARN, "frame_dropped", "worker=%s reason=%s bytes=%zu", worker, reason,
-                  bytes);
+    ipl_drops_count(self->metrics, reason, "worker=%s bytes=%zu", worker, bytes);
 }
 
 static void s_worker_metrics(collector_node_t *self, s_worker_t *w)
@@ -845,24 +833,14 @@ void collector_node_routes(collector_node_t *self, ipl_httpd_t *httpd)
 /* ------------------------------------------------------------------------------------------ */
 /* life cycle and loop */
 
-/* The comma-separated --aggregator list (empty items ignored) → collector_upstream. */
+/* The comma-separated --aggregator list (ipl_split) → collector_upstream, which reports an
+ * empty list or too many endpoints. */
 static int s_connect_upstream(collector_node_t *self, const char *list, char *err, size_t errlen)
 {
-    char *eps[COLLECTOR_UPSTREAM_MAX + 1];
-    size_t n = 0;
-    int rc = 0;
-    for (const char *p = list ? list : ""; *p && rc == 0;) {
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        char *ep = s_strndup_trim(p, len);
-        p = comma ? comma + 1 : p + len;
-        if (!ep)
-            rc = IPL_E_NOMEM;
-        else if (!*ep || n == COLLECTOR_UPSTREAM_MAX + 1) /* one too many is reported */
-            free(ep);
-        else
-            eps[n++] = ep;
-    }
+    char *eps[COLLECTOR_UPSTREAM_MAX];
+    int count = ipl_split_dup(list, eps, COLLECTOR_UPSTREAM_MAX);
+    int rc = count < 0 ? count : 0;
+    size_t n = count < 0 ? 0 : (size_t)count;
     if (rc == 0) {
         self->upstream =
             collector_upstream_new((const char *const *)eps, n, self->metrics, err, errlen);
@@ -871,7 +849,7 @@ static int s_connect_upstream(collector_node_t *self, const char *list, char *er
         if (!self->upstream) rc = IPL_E_INVAL;
     }
     if (rc == IPL_E_NOMEM) snprintf(err, errlen, "out of memory");
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n && i < COLLECTOR_UPSTREAM_MAX; i++)
         free(eps[i]);
     return rc;
 }
@@ -892,11 +870,10 @@ collector_node_t *collector_node_new(const collector_config_t *config, ipl_metri
                                         "Workers this collector follows.", NULL);
     const char *reasons[] = {"truncated", "wrong_type",     "out_of_range", "unknown_type",
                              "invalid",   "trailing_bytes", "bad_frames"};
+    ipl_drops_register(metrics, reasons, sizeof reasons / sizeof reasons[0]);
     for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++) {
         char labels[64];
         snprintf(labels, sizeof labels, "reason=\"%s\"", reasons[i]);
-        ipl_metrics_counter(metrics, "inferplane_frames_dropped_total",
-                            "Frames received and dropped, by reason.", labels);
         ipl_metrics_counter(metrics, "inferplane_collector_decode_errors_total",
                             "KV-event messages from workers that could not be used, by reason.",
                             labels);
@@ -1023,9 +1000,7 @@ int collector_node_poll(collector_node_t *self, int timeout_ms, int stop_fd)
     size_t ncurl_max = 64;
     if (s_items_reserve(self, 1 + 2 * self->nworkers + COLLECTOR_UPSTREAM_MAX + ncurl_max) != 0)
         return IPL_E_IO;
-    size_t n = 0;
-    if (stop_fd >= 0) self->items[n++] = (zmq_pollitem_t){NULL, stop_fd, ZMQ_POLLIN, 0};
-    size_t first_sub = n;
+    size_t n = 0, first_sub = 0; /* the stop fd goes last (ipl_loop_poll) */
     for (size_t i = 0; i < self->nworkers; i++) {
         /* a worker without a socket keeps its slot with a NULL socket and no events */
         zsock_t *sub = self->workers[i]->sub;
@@ -1045,11 +1020,8 @@ int collector_node_poll(collector_node_t *self, int timeout_ms, int stop_fd)
     for (size_t i = first_sub; i < first_mon; i++)
         if (!self->items[i].socket)
             self->items[i] = (zmq_pollitem_t){NULL, stop_fd >= 0 ? stop_fd : 0, 0, 0};
-    int rc = zmq_poll(self->items, (int)n, (long)wait);
-    if (rc < 0 && zmq_errno() != EINTR) {
-        IPL_ERROR("poll_failed", "error=\"%s\"", zmq_strerror(zmq_errno()));
-        return IPL_E_IO;
-    }
+    int rc = ipl_loop_poll(self->items, (int)n, stop_fd, (long)wait);
+    if (rc < 0) return rc;
     pthread_mutex_lock(&self->lock);
     if (rc > 0) {
         for (size_t i = 0; i < self->nworkers; i++)
@@ -1068,12 +1040,13 @@ int collector_node_poll(collector_node_t *self, int timeout_ms, int stop_fd)
     return 0;
 }
 
+static int s_round(void *self, long timeout_ms, int stop_fd)
+{
+    return collector_node_poll(self, (int)timeout_ms, stop_fd);
+}
+
 int collector_node_run(collector_node_t *self)
 {
     assert(self);
-    while (!ipl_signal_stopping()) {
-        int rc = collector_node_poll(self, 1000, ipl_signal_fd());
-        if (rc != 0) return rc;
-    }
-    return 0;
+    return ipl_loop_run_rounds(s_round, self, 1000);
 }

@@ -14,7 +14,6 @@
  *
  * main only declares the flags and wires the service together; see gateway_server.h.
  */
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,6 +22,7 @@
 #include "gateway_server.h"
 #include "ipl_config.h"
 #include "ipl_log.h"
+#include "ipl_loop.h"
 #include "ipl_service.h"
 #include "ipl_signal.h"
 
@@ -201,10 +201,7 @@ int main(int argc, char **argv)
         decider_server_run(parts.decider); /* until stopping, or its poll fails (logged) */
         status = ipl_signal_stopping() ? 0 : 1;
     }
-    while (!ipl_signal_stopping() && !status) {
-        struct pollfd p = {.fd = ipl_signal_fd(), .events = POLLIN};
-        (void)poll(&p, 1, 1000);
-    }
+    if (!status) status = ipl_loop_run(NULL, 0, 1000, NULL, NULL) ? 1 : 0; /* until stopping */
 
     IPL_INFO("stopping", NULL);
     /* /readyz stops calling into the server once stopping; unhook it anyway. The metrics

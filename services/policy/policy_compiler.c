@@ -27,6 +27,7 @@
 #include <yaml.h>
 
 #include "ipl_strategy.h" // the one list of strategies
+#include "ipl_suggest.h"
 
 #define S_MAX_NAME       63
 #define S_MAX_MODEL      256
@@ -183,45 +184,6 @@ static void s_report(policy_compiler_t *self, bool warning, const s_loc_t *loc, 
         s_push_line(&self->errors, &self->nerrors, &self->cap_errors, line);
 }
 
-// Levenshtein distance, case-insensitive; SIZE_MAX for words too long to matter.
-static size_t s_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 64 || lb > 64) return SIZE_MAX;
-    size_t row[65];
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
-            size_t best = diag + cost;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            if (up + 1 < best) best = up + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
-// The candidate closest to `word` when close enough to be a plausible typo, else NULL.
-static const char *s_suggest(const char *word, const char *const *cands, size_t n)
-{
-    const char *best = NULL;
-    size_t best_d = SIZE_MAX, limit = strlen(word) / 3 > 2 ? strlen(word) / 3 : 2;
-    for (size_t i = 0; i < n; i++) {
-        size_t d = s_distance(word, cands[i]);
-        if (d < best_d) {
-            best_d = d;
-            best = cands[i];
-        }
-    }
-    return best_d <= limit ? best : NULL;
-}
-
 static size_t s_count(const char *const *list)
 {
     size_t n = 0;
@@ -234,17 +196,15 @@ static size_t s_count(const char *const *list)
 static const char *s_hint(char *buf, size_t size, const char *word, const char *const *cands,
                           size_t n)
 {
-    size_t off = 0;
-    buf[0] = '\0';
-    const char *close = s_suggest(word, cands, n);
-    if (close) off += snprintf(buf, size, "; did you mean \"%s\"?", close);
-    if (off < size) off += snprintf(buf + off, size - off, " (known: ");
-    for (size_t i = 0; i < n && i < S_KNOWN_SHOWN && off < size; i++)
-        off += snprintf(buf + off, size - off, "%s%s", i ? ", " : "", cands[i]);
-    if (n == 0 && off < size) off += snprintf(buf + off, size - off, "none");
-    if (n > S_KNOWN_SHOWN && off < size)
-        off += snprintf(buf + off, size - off, ", and %zu more", n - S_KNOWN_SHOWN);
-    if (off < size) snprintf(buf + off, size - off, ")");
+    ipl_suggest_t suggest;
+    ipl_suggest_init(&suggest, word);
+    for (size_t i = 0; i < n; i++)
+        ipl_suggest_add(&suggest, cands[i]);
+    const char *close = ipl_suggest_best(&suggest);
+    int off =
+        close ? snprintf(buf, size, "; did you mean \"%s\"? ", close) : snprintf(buf, size, " ");
+    if (off >= 0 && (size_t)off < size)
+        ipl_suggest_known(buf + off, size - (size_t)off, cands, n, S_KNOWN_SHOWN);
     return buf;
 }
 

@@ -19,11 +19,12 @@
 #include <sys/stat.h>
 
 #include "ipl_clock.h"
+#include "ipl_drops.h"
 #include "ipl_error.h"
 #include "ipl_hash.h"
 #include "ipl_log.h"
+#include "ipl_loop.h"
 #include "ipl_proto.h"
-#include "ipl_signal.h"
 #include "ipl_zmq.h"
 #include "policy_compiler.h"
 
@@ -40,6 +41,7 @@ struct policy_server {
     msgpack_sbuffer body;     // installed policy encoded with version 0
     msgpack_sbuffer frame;    // installed policy as sent
     uint64_t last_publish_ms; // monotonic
+    uint64_t next_watch_ms;   // monotonic: the next directory check (policy_server_run)
 
     pthread_mutex_t lock; // guards the fields below (read by admin HTTP threads)
     char *debug_json;     // /debug/policy body
@@ -146,13 +148,7 @@ static void s_publish(policy_server_t *self)
 
 static void s_drop(policy_server_t *self, const char *reason)
 {
-    char labels[96];
-    snprintf(labels, sizeof labels, "socket=\"rep\",reason=\"%s\"", reason);
-    ipl_metric_inc(ipl_metrics_counter(self->metrics, "inferplane_frames_dropped_total",
-                                       "Malformed or unexpected frames dropped, by socket and "
-                                       "reason.",
-                                       labels));
-    IPL_LOG_EVERY(10, IPL_LOG_WARN, "frame_dropped", "socket=rep reason=%s", reason);
+    ipl_drops_count(self->metrics, reason, "socket=rep");
 }
 
 // Reads one message (every frame) from the ROUTER and answers it when it is a POLICY_REQ.
@@ -315,11 +311,9 @@ static zsock_t *s_bind(int type, const char *endpoint, const char *flag, char *e
     }
     zsock_set_linger(sock, 0);
     if (type == ZMQ_ROUTER) zsock_set_maxmsgsize(sock, S_MAX_REQ_FRAME);
-    if (zsock_bind(sock, "%s", endpoint) < 0) {
-        snprintf(err, errlen, "cannot bind --%s \"%s\": %s; use a free tcp://host:port", flag,
-                 endpoint, zmq_strerror(zmq_errno()));
+    if (ipl_zmq_bind(zsock_resolve(sock), endpoint, flag, NULL, "use a free tcp://host:port", err,
+                     errlen) != 0)
         zsock_destroy(&sock);
-    }
     return sock;
 }
 
@@ -339,8 +333,8 @@ policy_server_t *policy_server_new(const char *dir, const char *pub, const char 
     self->republish_ms = republish_ms ? republish_ms : 2000;
     self->metrics = metrics;
     snprintf(self->detail, sizeof self->detail, "no policy loaded yet");
-    self->pub = s_bind(ZMQ_PUB, pub, "pub", err, errlen);
-    self->rep = self->pub ? s_bind(ZMQ_ROUTER, rep, "rep", err, errlen) : NULL;
+    self->pub = s_bind(ZMQ_PUB, pub, "--pub", err, errlen);
+    self->rep = self->pub ? s_bind(ZMQ_ROUTER, rep, "--rep", err, errlen) : NULL;
     if (!self->dir || !self->rep) {
         policy_server_destroy(&self);
         return NULL;
@@ -386,33 +380,36 @@ void policy_server_destroy(policy_server_t **self_p)
     *self_p = NULL;
 }
 
+// ipl_loop: every POLICY_REQ waiting, at most 1000 before the timers get their turn.
+static void s_on_rep(void *arg)
+{
+    policy_server_t *self = arg;
+    for (int i = 0; i < 1000 && (zsock_events(self->rep) & ZMQ_POLLIN); i++)
+        s_serve_one(self);
+}
+
+// ipl_loop: reloads and republishes when due; waits until the next of the two.
+static long s_tick(void *arg)
+{
+    policy_server_t *self = arg;
+    uint64_t now = ipl_mono_ms();
+    if (now >= self->next_watch_ms) {
+        policy_server_reload(self, false);
+        self->next_watch_ms = now + S_WATCH_MS;
+    }
+    if (self->version && now >= self->last_publish_ms + self->republish_ms) s_publish(self);
+    now = ipl_mono_ms();
+    uint64_t next_pub = self->last_publish_ms + self->republish_ms;
+    uint64_t next =
+        self->next_watch_ms < next_pub || !self->version ? self->next_watch_ms : next_pub;
+    return next > now ? (long)(next - now) : 0;
+}
+
 void policy_server_run(policy_server_t *self)
 {
-    zmq_pollitem_t items[] = {
-        {zsock_resolve(self->rep), 0, ZMQ_POLLIN, 0},
-        {NULL, ipl_signal_fd(), ZMQ_POLLIN, 0},
-    };
-    uint64_t next_watch = ipl_mono_ms() + S_WATCH_MS;
-    while (!ipl_signal_stopping()) {
-        uint64_t now = ipl_mono_ms();
-        uint64_t next_pub = self->last_publish_ms + self->republish_ms;
-        uint64_t next = next_watch < next_pub || !self->version ? next_watch : next_pub;
-        long timeout = next > now ? (long)(next - now) : 0;
-        int n = zmq_poll(items, items[1].fd >= 0 ? 2 : 1, timeout);
-        if (n < 0 && zmq_errno() != EINTR) {
-            IPL_ERROR("poll_failed", "error=%s", zmq_strerror(zmq_errno()));
-            break;
-        }
-        if (n > 0 && (items[0].revents & ZMQ_POLLIN))
-            for (int i = 0; i < 1000 && (zsock_events(self->rep) & ZMQ_POLLIN); i++)
-                s_serve_one(self);
-        now = ipl_mono_ms();
-        if (now >= next_watch) {
-            policy_server_reload(self, false);
-            next_watch = now + S_WATCH_MS;
-        }
-        if (self->version && now >= self->last_publish_ms + self->republish_ms) s_publish(self);
-    }
+    self->next_watch_ms = ipl_mono_ms() + S_WATCH_MS;
+    const ipl_loop_item_t items[] = {{zsock_resolve(self->rep), -1, s_on_rep, self}};
+    (void)ipl_loop_run(items, 1, -1, s_tick, self); // a failed poll is logged and ends it
 }
 
 uint64_t policy_server_version(policy_server_t *self)

@@ -18,6 +18,7 @@
 #include "ipl_clock.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
+#include "ipl_zmq.h"
 
 /* --- configuration ------------------------------------------------------------------------- */
 
@@ -180,13 +181,14 @@ static int s_open(sim_kvpub_t *self, char *err, size_t errlen)
     zmq_setsockopt(self->pub, ZMQ_SNDHWM, &hwm, sizeof hwm);
     bool bind = self->opts.bind == SIM_KV_BIND_BIND ||
                 (self->opts.bind == SIM_KV_BIND_AUTO && sim_kv_endpoint_binds(self->cfg.endpoint));
-    int rc =
-        bind ? zmq_bind(self->pub, self->cfg.endpoint) : zmq_connect(self->pub, self->cfg.endpoint);
-    if (rc != 0) {
-        snprintf(err, errlen,
-                 "cannot %s the KV-event PUB socket to \"%s\": %s; check "
-                 "--kv-events-config's endpoint (bind: tcp://*:PORT, connect: tcp://HOST:PORT)",
-                 bind ? "bind" : "connect", self->cfg.endpoint, zmq_strerror(errno));
+    const char *fix = "check --kv-events-config's endpoint (bind: tcp://*:PORT, connect: "
+                      "tcp://HOST:PORT)";
+    if (bind && ipl_zmq_bind(self->pub, self->cfg.endpoint, "the KV-event PUB socket", NULL, fix,
+                             err, errlen) != 0)
+        return IPL_E_IO;
+    if (!bind && zmq_connect(self->pub, self->cfg.endpoint) != 0) {
+        snprintf(err, errlen, "cannot connect the KV-event PUB socket to \"%s\": %s; %s",
+                 self->cfg.endpoint, zmq_strerror(errno), fix);
         return IPL_E_IO;
     }
     if (!self->cfg.replay_endpoint[0]) return 0;
@@ -196,14 +198,8 @@ static int s_open(sim_kvpub_t *self, char *err, size_t errlen)
     int rhwm = self->cfg.buffer_steps + 16 > 0x7fffffff ? 0 : (int)self->cfg.buffer_steps + 16;
     zmq_setsockopt(self->router, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(self->router, ZMQ_SNDHWM, &rhwm, sizeof rhwm);
-    if (zmq_bind(self->router, self->cfg.replay_endpoint) != 0) {
-        snprintf(err, errlen,
-                 "cannot bind the KV-event replay ROUTER to \"%s\": %s; check "
-                 "--kv-events-config's replay_endpoint",
-                 self->cfg.replay_endpoint, zmq_strerror(errno));
-        return IPL_E_IO;
-    }
-    return 0;
+    return ipl_zmq_bind(self->router, self->cfg.replay_endpoint, "the KV-event replay ROUTER", NULL,
+                        "check --kv-events-config's replay_endpoint", err, errlen);
 }
 
 /* Sends the frames of one replay reply; the identity frame first. */

@@ -19,6 +19,7 @@
 #include "ipl_config.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
+#include "ipl_split.h"
 #include "ipl_strategy.h"
 #include "sim_profile.h"
 
@@ -123,18 +124,14 @@ static void s_declare(ipl_config_t *c, s_flags_t *f)
                    "debug, info, warn, error or off");
 }
 
-// Splits a comma-separated list in place into at most S_MAX_ITEMS trimmed items.
+// Cuts a comma-separated list (ipl_split) in place into at most S_MAX_ITEMS trimmed items.
 static size_t s_split(char *list, char **items)
 {
-    size_t n = 0;
-    for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok && n < S_MAX_ITEMS;
-         tok = strtok_r(NULL, ",", &save)) {
-        while (*tok == ' ')
-            tok++;
-        char *end = tok + strlen(tok);
-        while (end > tok && end[-1] == ' ')
-            *--end = '\0';
-        if (*tok) items[n++] = tok;
+    const char *cursor = list, *item;
+    size_t n = 0, len;
+    while (n < S_MAX_ITEMS && ipl_split_next(&cursor, &item, &len)) {
+        items[n] = list + (item - list);
+        items[n++][len] = '\0';
     }
     return n;
 }
