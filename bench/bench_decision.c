@@ -64,6 +64,7 @@
 #include "ipl_metrics.h"
 #include "ipl_proto.h"
 #include "ipl_signal.h"
+#include "ipl_split.h"
 
 #define S_FAMILIES    256u
 #define S_BLOCK       16u
@@ -309,12 +310,9 @@ static void s_embedded(const char *eps, uint64_t busy_poll_us, const char *trans
                        msgpack_sbuffer *reqs, size_t nreq, int nworkers, double memberships,
                        const char *suffix)
 {
-    char buf[1024], *part[4] = {0}, *save = NULL;
-    snprintf(buf, sizeof buf, "%s", eps);
-    int n = 0;
-    for (char *t = strtok_r(buf, ",", &save); t && n < 4; t = strtok_r(NULL, ",", &save))
-        part[n++] = t;
-    if (n != 4) BENCH_DIE("--embedded: state_sub,state_snapshot,policy_sub,policy_req");
+    char *part[4] = {0};
+    if (ipl_split_dup(eps, part, 4) != 4)
+        BENCH_DIE("--embedded: state_sub,state_snapshot,policy_sub,policy_req");
     /* A name per run: a closed ROUTER releases its inproc:// name asynchronously (libzmq's
      * reaper), so binding the same name again at once may fail with EADDRINUSE. */
     char listen[64];
@@ -360,6 +358,8 @@ static void s_embedded(const char *eps, uint64_t busy_poll_us, const char *trans
     ipl_signal_reset();
     decider_server_destroy(&e.server);
     ipl_metrics_destroy(&metrics);
+    for (int i = 0; i < 4; i++)
+        free(part[i]);
 }
 
 int main(int argc, char **argv)

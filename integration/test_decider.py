@@ -463,7 +463,7 @@ class TestDecider(unittest.TestCase):
         dealer.send([route_req(44, MODEL, chain(2))])
         self.assertEqual(decode_route_rep(dealer.recv()[0])["req_id"], 44)
         status, _, metrics = http("GET", s.decider.admin_url + "/metrics")
-        self.assertIn(b'inferplane_frames_dropped_total{socket="listen"', metrics)
+        self.assertIn(b'inferplane_frames_dropped_total{reason="frames"}', metrics)
         self.assertIn(b'inferplane_decider_decisions_total{reason="no_pool"} 1', metrics)
         self.assertIn(b"inferplane_decider_decision_seconds_bucket", metrics)
         self.assertTrue(s.decider.alive())

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "decider_follow.h"
+#include "ipl_drops.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
 
@@ -28,13 +29,7 @@ struct decider_metrics {
 
 void decider_metrics_drop(decider_metrics_t *self, const char *socket, const char *reason)
 {
-    char labels[128];
-    snprintf(labels, sizeof labels, "socket=\"%s\",reason=\"%s\"", socket, reason);
-    ipl_metric_inc(ipl_metrics_counter(self->metrics, "inferplane_frames_dropped_total",
-                                       "Malformed or unexpected frames dropped, by socket and "
-                                       "reason.",
-                                       labels));
-    IPL_LOG_EVERY(10, IPL_LOG_WARN, "frame_dropped", "socket=%s reason=%s", socket, reason);
+    ipl_drops_count(self->metrics, reason, "socket=%s", socket);
 }
 
 void decider_metrics_decision(decider_metrics_t *self, const char *reason, double seconds)

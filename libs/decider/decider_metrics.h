@@ -1,23 +1,20 @@
 /*
  * decider_metrics — the decider's Prometheus series, on the process's registry.
  *
- *   counted as they happen                      read from the parts at each
- * render ─────────────────────────────────────────
- * ──────────────────────────────────────────
- *   inferplane_decider_decisions_total{reason}  inferplane_decider_state_seq,
- * _state_lag_seconds, (every reason decider_router_reasons() _state_source,
- * _state_synced, _state_buffered, names, + "other") _snapshots,
- * _state_apply_errors, inferplane_decider_decision_seconds _state_workers,
- * _index_blocks, (histogram, ZeroMQ and HTTP decisions)      _index_memberships
- * (the replica) inferplane_frames_dropped_total
- * inferplane_decider_resyncs_total{reason} {socket, reason} (+ a rate-limited
- * log)     (mirrors decider_sync's counters)
- *                                               inferplane_decider_peer_routed_total{event}
- *                                                 (mirrors decider_peers'
- * counters) inferplane_decider_policy_version
- *                                               inferplane_decider_optimistic_blocks,
- *                                                 _mean_request_tokens (the
- * router)
+ * Counted as they happen:
+ *   inferplane_decider_decisions_total{reason}   every reason of decider_router_reasons(),
+ *                                                + "other"
+ *   inferplane_decider_decision_seconds          histogram, ZeroMQ and HTTP decisions
+ *   inferplane_frames_dropped_total{reason}      ipl_drops: one schema in every service, the
+ *                                                socket in the rate-limited log line
+ * Read from the parts at each render:
+ *   inferplane_decider_state_seq, _state_lag_seconds, _state_source, _state_synced,
+ *   _state_buffered, _snapshots, _state_apply_errors, _state_workers, _index_blocks,
+ *   _index_memberships                           the replica
+ *   inferplane_decider_resyncs_total{reason}     mirrors decider_sync's counters
+ *   inferplane_decider_peer_routed_total{event}  mirrors decider_peers' counters
+ *   inferplane_decider_policy_version
+ *   inferplane_decider_optimistic_blocks, _mean_request_tokens   the router
  *
  * Ownership: `metrics` and the sources are borrowed and must outlive the
  * object, which registers a collect callback on `metrics` that cannot be
@@ -56,9 +53,8 @@ void decider_metrics_destroy(decider_metrics_t **self_p);
  * be parsed). */
 void decider_metrics_decision(decider_metrics_t *self, const char *reason, double seconds);
 
-/* A frame dropped on `socket` ("listen", "state_sub", "peers", ...) for
- * `reason` (a stable snake_case word or ipl_strerror's): counted and logged (at
- * most every 10 s). */
+/* A frame dropped on `socket` ("listen", "state_sub", "peers", ...) for `reason` (a stable
+ * snake_case word or ipl_strerror's): counted and logged, see ipl_drops.h. */
 void decider_metrics_drop(decider_metrics_t *self, const char *socket, const char *reason);
 
 #endif

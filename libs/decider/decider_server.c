@@ -25,8 +25,10 @@
 #include "ipl_error.h"
 #include "ipl_hash.h"
 #include "ipl_log.h"
+#include "ipl_loop.h"
 #include "ipl_policy_view.h"
 #include "ipl_signal.h"
+#include "ipl_split.h"
 #include "ipl_tokenizer.h"
 #include "ipl_zmq.h"
 
@@ -183,30 +185,6 @@ static bool s_serve_route(decider_server_t *self)
 
 // ---- life cycle and loop ----------------------------------------------------------------------
 
-// Splits a comma-separated list into trimmed copies (at most `max`). Returns the count, or -1
-// (too many, out of memory); entries already stored stay the caller's to free.
-static int s_split(const char *list, char **out, size_t max)
-{
-    size_t n = 0;
-    for (const char *p = list ? list : ""; *p;) {
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        const char *q = p;
-        while (len && (*q == ' ' || *q == '\t')) {
-            q++;
-            len--;
-        }
-        while (len && (q[len - 1] == ' ' || q[len - 1] == '\t'))
-            len--;
-        if (len) {
-            if (n == max || !(out[n] = strndup(q, len))) return -1;
-            n++;
-        }
-        p = comma ? comma + 1 : p + strlen(p);
-    }
-    return (int)n;
-}
-
 static void s_drop_peer(void *arg, const char *reason)
 {
     s_drop(arg, "peers", reason);
@@ -218,20 +196,16 @@ static void s_drop_peer(void *arg, const char *reason)
 static int s_bind_listen(decider_server_t *self, const char *list, char *err, size_t errlen)
 {
     char *eps[DECIDER_SERVER_MAX_LISTEN] = {0};
-    int n = s_split(list, eps, DECIDER_SERVER_MAX_LISTEN), rc = 0;
-    if (n <= 0) {
+    int n = ipl_split_dup(list, eps, DECIDER_SERVER_MAX_LISTEN), rc = 0;
+    if (n <= 0 || n > DECIDER_SERVER_MAX_LISTEN) {
         snprintf(err, errlen, "--listen takes 1 to %d comma-separated endpoints",
                  DECIDER_SERVER_MAX_LISTEN);
         rc = -1;
     }
-    for (int i = 0; i < n && rc == 0; i++)
-        if (zsock_bind(self->listen, "%s", eps[i]) < 0) {
-            snprintf(err, errlen,
-                     "cannot bind --listen \"%s\": %s; use a free tcp://host:port or an ipc:// "
-                     "path",
-                     eps[i], zmq_strerror(zmq_errno()));
+    for (int i = 0; i < n && i < DECIDER_SERVER_MAX_LISTEN && rc == 0; i++)
+        if (ipl_zmq_bind(zsock_resolve(self->listen), eps[i], "--listen", NULL,
+                         "use a free tcp://host:port or an ipc:// path", err, errlen) != 0)
             rc = -1;
-        }
     for (int i = 0; i < DECIDER_SERVER_MAX_LISTEN; i++)
         free(eps[i]);
     return rc;
@@ -241,15 +215,16 @@ static int s_bind_listen(decider_server_t *self, const char *list, char *err, si
 static int s_parse_config(decider_server_t *self, const decider_server_config_t *config, char *err,
                           size_t errlen)
 {
-    int nsub = s_split(config->state_sub, self->subs, DECIDER_SERVER_MAX_AGGREGATORS);
-    int nsnap = s_split(config->state_snapshot, self->snaps, DECIDER_SERVER_MAX_AGGREGATORS);
-    int npeers = s_split(config->peers, self->peer_eps, DECIDER_SERVER_MAX_PEERS);
-    if (nsub < 0 || nsnap < 0) {
+    int nsub = ipl_split_dup(config->state_sub, self->subs, DECIDER_SERVER_MAX_AGGREGATORS);
+    int nsnap = ipl_split_dup(config->state_snapshot, self->snaps, DECIDER_SERVER_MAX_AGGREGATORS);
+    int npeers = ipl_split_dup(config->peers, self->peer_eps, DECIDER_SERVER_MAX_PEERS);
+    if (nsub < 0 || nsnap < 0 || nsub > DECIDER_SERVER_MAX_AGGREGATORS ||
+        nsnap > DECIDER_SERVER_MAX_AGGREGATORS) {
         snprintf(err, errlen, "--state-sub and --state-snapshot take at most %d endpoints",
                  DECIDER_SERVER_MAX_AGGREGATORS);
         return -1;
     }
-    if (npeers < 0) {
+    if (npeers < 0 || npeers > DECIDER_SERVER_MAX_PEERS) {
         snprintf(err, errlen, "--peers takes at most %d endpoints", DECIDER_SERVER_MAX_PEERS);
         return -1;
     }
@@ -404,7 +379,8 @@ static int s_poll_fds(zmq_pollitem_t *items, int n, long timeout_ms)
 // Waits for any item (at most S_TICK_MS). With busy_poll_us, first polls without sleeping for
 // that long: a message arriving meanwhile is served without the scheduler waking this thread
 // (5-15 us a wake-up on a shared VM, two of them per round trip on the decider's side).
-static int s_wait(decider_server_t *self, zmq_pollitem_t *items, int nitems, bool only_fds)
+static int s_wait(decider_server_t *self, zmq_pollitem_t *items, int nitems, bool only_fds,
+                  long timeout_ms)
 {
     if (self->config.busy_poll_us) {
         uint64_t end = ipl_mono_ns() + self->config.busy_poll_us * 1000;
@@ -413,64 +389,71 @@ static int s_wait(decider_server_t *self, zmq_pollitem_t *items, int nitems, boo
             if (n != 0) return n;
         } while (ipl_mono_ns() < end && !ipl_signal_stopping());
     }
-    return only_fds ? s_poll_fds(items, nitems, S_TICK_MS) : zmq_poll(items, nitems, S_TICK_MS);
+    return only_fds ? s_poll_fds(items, nitems, timeout_ms) : zmq_poll(items, nitems, timeout_ms);
+}
+
+// One round of the loop (ipl_loop_round_fn): the state's timers, then a wait on every socket
+// that exists now and `stop_fd`, then what is ready.
+static int s_round(void *arg, long timeout_ms, int stop_fd)
+{
+    decider_server_t *self = arg;
+    decider_follow_tick(self->follow);
+    // Every socket that exists now; `at[k]` is item k's slot in `items`, or -1. A quiet
+    // socket is polled by its ZMQ_FD (see `listen_quiet`), any other one as a ZeroMQ
+    // socket.
+    bool quiet[S_NITEMS] = {[S_LISTEN] = self->listen_quiet};
+    void *socks[S_NITEMS] = {
+        zsock_resolve(self->listen),
+        NULL,
+        decider_follow_socket(self->follow, DECIDER_FOLLOW_SUB, &quiet[S_SUB]),
+        decider_follow_socket(self->follow, DECIDER_FOLLOW_MONITOR, &quiet[S_MONITOR]),
+        decider_follow_socket(self->follow, DECIDER_FOLLOW_DEALER, &quiet[S_DEALER]),
+        decider_peers_socket(self->peers),
+    };
+    zmq_pollitem_t items[S_NITEMS];
+    int at[S_NITEMS], nitems = 0;
+    bool only_fds = true;
+    for (int k = 0; k < S_NITEMS; k++) {
+        at[k] = -1;
+        int fd = k == S_SIGNAL ? stop_fd : -1;
+        if (k == S_SIGNAL ? fd < 0 : !socks[k]) continue;
+        size_t len = sizeof fd;
+        if (k != S_SIGNAL && quiet[k] && zmq_getsockopt(socks[k], ZMQ_FD, &fd, &len) == 0) {
+            items[nitems] = (zmq_pollitem_t){NULL, fd, ZMQ_POLLIN, 0};
+        } else {
+            items[nitems] = (zmq_pollitem_t){socks[k], fd, ZMQ_POLLIN, 0};
+            only_fds &= !socks[k];
+        }
+        at[k] = nitems++;
+    }
+    int n = s_wait(self, items, nitems, only_fds, timeout_ms);
+    if (n < 0 && zmq_errno() != EINTR) {
+        IPL_ERROR("poll_failed", "error=%s", zmq_strerror(zmq_errno()));
+        return IPL_E_IO;
+    }
+    if (n <= 0) return 0;
+        // A quiet socket's fd may be readable without a message (a command): draining finds
+        // nothing and leaves it quiet again.
+#define S_READY(k) (at[k] >= 0 && (items[at[k]].revents & ZMQ_POLLIN))
+    const bool state_ready[DECIDER_FOLLOW_NSOCKETS] = {
+        [DECIDER_FOLLOW_SUB] = S_READY(S_SUB),
+        [DECIDER_FOLLOW_MONITOR] = S_READY(S_MONITOR),
+        [DECIDER_FOLLOW_DEALER] = S_READY(S_DEALER),
+    };
+    decider_follow_serve(self->follow, state_ready);
+    if (S_READY(S_PEERS)) decider_peers_drain(self->peers, 10000);
+    // Until nothing waits, at most 1000 before the state gets its turn (then the socket
+    // is not quiet: the next poll asks it).
+    if (S_READY(S_LISTEN))
+        for (int i = 0; i < 1000 && s_serve_route(self); i++) {
+        }
+#undef S_READY
+    return 0;
 }
 
 void decider_server_run(decider_server_t *self)
 {
-    while (!ipl_signal_stopping()) {
-        decider_follow_tick(self->follow);
-        // Every socket that exists now; `at[k]` is item k's slot in `items`, or -1. A quiet
-        // socket is polled by its ZMQ_FD (see `listen_quiet`), any other one as a ZeroMQ
-        // socket.
-        bool quiet[S_NITEMS] = {[S_LISTEN] = self->listen_quiet};
-        void *socks[S_NITEMS] = {
-            zsock_resolve(self->listen),
-            NULL,
-            decider_follow_socket(self->follow, DECIDER_FOLLOW_SUB, &quiet[S_SUB]),
-            decider_follow_socket(self->follow, DECIDER_FOLLOW_MONITOR, &quiet[S_MONITOR]),
-            decider_follow_socket(self->follow, DECIDER_FOLLOW_DEALER, &quiet[S_DEALER]),
-            decider_peers_socket(self->peers),
-        };
-        zmq_pollitem_t items[S_NITEMS];
-        int at[S_NITEMS], nitems = 0;
-        bool only_fds = true;
-        for (int k = 0; k < S_NITEMS; k++) {
-            at[k] = -1;
-            int fd = k == S_SIGNAL ? ipl_signal_fd() : -1;
-            if (k == S_SIGNAL ? fd < 0 : !socks[k]) continue;
-            size_t len = sizeof fd;
-            if (k != S_SIGNAL && quiet[k] && zmq_getsockopt(socks[k], ZMQ_FD, &fd, &len) == 0) {
-                items[nitems] = (zmq_pollitem_t){NULL, fd, ZMQ_POLLIN, 0};
-            } else {
-                items[nitems] = (zmq_pollitem_t){socks[k], fd, ZMQ_POLLIN, 0};
-                only_fds &= !socks[k];
-            }
-            at[k] = nitems++;
-        }
-        int n = s_wait(self, items, nitems, only_fds);
-        if (n < 0 && zmq_errno() != EINTR) {
-            IPL_ERROR("poll_failed", "error=%s", zmq_strerror(zmq_errno()));
-            break;
-        }
-        if (n <= 0) continue;
-        // A quiet socket's fd may be readable without a message (a command): draining finds
-        // nothing and leaves it quiet again.
-#define S_READY(k) (at[k] >= 0 && (items[at[k]].revents & ZMQ_POLLIN))
-        const bool state_ready[DECIDER_FOLLOW_NSOCKETS] = {
-            [DECIDER_FOLLOW_SUB] = S_READY(S_SUB),
-            [DECIDER_FOLLOW_MONITOR] = S_READY(S_MONITOR),
-            [DECIDER_FOLLOW_DEALER] = S_READY(S_DEALER),
-        };
-        decider_follow_serve(self->follow, state_ready);
-        if (S_READY(S_PEERS)) decider_peers_drain(self->peers, 10000);
-        // Until nothing waits, at most 1000 before the state gets its turn (then the socket
-        // is not quiet: the next poll asks it).
-        if (S_READY(S_LISTEN))
-            for (int i = 0; i < 1000 && s_serve_route(self); i++) {
-            }
-#undef S_READY
-    }
+    (void)ipl_loop_run_rounds(s_round, self, S_TICK_MS);
 }
 
 // ---- admin ------------------------------------------------------------------------------------

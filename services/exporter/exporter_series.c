@@ -10,14 +10,15 @@
 
 #include <czmq.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ipl_drops.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
-
 
 #define S_LABEL_VALUE_MAX 256 /* escaped bytes kept per label value */
 #define S_OVERFLOW        "__overflow__"
@@ -69,12 +70,7 @@ exporter_series_t *exporter_series_new(ipl_metrics_t *metrics, size_t max_label_
         metrics, "inferplane_exporter_label_overflow_total",
         "Records counted under the __overflow__ label set because too many label sets exist.",
         NULL);
-    for (size_t i = 0; i < sizeof(s_drop_reasons) / sizeof(s_drop_reasons[0]); i++) {
-        char labels[64];
-        snprintf(labels, sizeof(labels), "reason=\"%s\"", s_drop_reasons[i]);
-        ipl_metrics_counter(metrics, "inferplane_frames_dropped_total",
-                            "Frames received and dropped, by reason.", labels);
-    }
+    ipl_drops_register(metrics, s_drop_reasons, sizeof s_drop_reasons / sizeof s_drop_reasons[0]);
     return self;
 }
 
@@ -98,9 +94,10 @@ static s_set_t *s_set_new(exporter_series_t *self, const char *labels)
         return NULL;
     }
     ipl_metrics_t *m = self->metrics;
-    set->ttft = ipl_metrics_histogram(m, "inferplane_request_ttft_seconds",
-                                      "Time to first token as clients saw it at the gateway.",
-                                      labels, ipl_metrics_vllm_ttft_buckets, ipl_metrics_vllm_ttft_nbuckets);
+    set->ttft =
+        ipl_metrics_histogram(m, "inferplane_request_ttft_seconds",
+                              "Time to first token as clients saw it at the gateway.", labels,
+                              ipl_metrics_vllm_ttft_buckets, ipl_metrics_vllm_ttft_nbuckets);
     set->e2e = ipl_metrics_histogram(m, "inferplane_request_e2e_seconds",
                                      "End-to-end request latency at the gateway.", labels,
                                      ipl_metrics_vllm_e2e_buckets, ipl_metrics_vllm_e2e_nbuckets);
@@ -175,7 +172,7 @@ void exporter_series_apply(exporter_series_t *self, const ipl_record_t *rec)
     char labels[4 * (S_LABEL_VALUE_MAX + 16)];
     s_set_t *set = s_set_for(self, rec, labels, sizeof(labels));
     if (!set) {
-        exporter_series_drop(self, "nomem");
+        exporter_series_drop(self, "nomem", NULL);
         return;
     }
     atomic_fetch_add(&self->records, 1);
@@ -204,14 +201,13 @@ void exporter_series_apply(exporter_series_t *self, const ipl_record_t *rec)
     if (rec->completion_tokens) ipl_metric_add(set->completion, (double)rec->completion_tokens);
 }
 
-void exporter_series_drop(exporter_series_t *self, const char *reason)
+void exporter_series_drop(exporter_series_t *self, const char *reason, const char *kv_fmt, ...)
 {
     assert(self && reason);
-    char labels[96], quoted[64];
-    ipl_metrics_escape(quoted, sizeof(quoted), reason);
-    snprintf(labels, sizeof(labels), "reason=\"%s\"", quoted);
-    ipl_metric_inc(ipl_metrics_counter(self->metrics, "inferplane_frames_dropped_total",
-                                       "Frames received and dropped, by reason.", labels));
+    va_list args;
+    va_start(args, kv_fmt);
+    ipl_drops_vcount(self->metrics, reason, kv_fmt, args);
+    va_end(args);
     atomic_fetch_add(&self->dropped, 1);
 }
 
@@ -221,15 +217,11 @@ int exporter_series_frame(exporter_series_t *self, const void *buf, size_t len)
     ipl_msg_t msg = {0};
     int rc = ipl_msg_decode(buf, len, &msg);
     if (rc != 0) {
-        exporter_series_drop(self, ipl_strerror(rc));
-        IPL_LOG_EVERY(10, IPL_LOG_WARN, "frame_dropped", "reason=%s bytes=%zu", ipl_strerror(rc),
-                      len);
+        exporter_series_drop(self, ipl_strerror(rc), "bytes=%zu", len);
         return rc;
     }
     if (msg.type != IPL_MSG_RECORD) {
-        exporter_series_drop(self, "unexpected_type");
-        IPL_LOG_EVERY(10, IPL_LOG_WARN, "frame_dropped", "reason=unexpected_type type=%s",
-                      ipl_msg_type_name(msg.type));
+        exporter_series_drop(self, "unexpected_type", "type=%s", ipl_msg_type_name(msg.type));
         ipl_msg_clear(&msg);
         return IPL_E_UNKNOWN;
     }

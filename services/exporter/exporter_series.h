@@ -50,8 +50,10 @@ void exporter_series_apply(exporter_series_t *self, const ipl_record_t *rec);
  * Either way the frame is fully handled: the caller only reads the return value for tests. */
 int exporter_series_frame(exporter_series_t *self, const void *buf, size_t len);
 
-/* Counts a frame dropped for `reason` (a stable snake_case word, e.g. "multipart"). */
-void exporter_series_drop(exporter_series_t *self, const char *reason);
+/* Counts a frame dropped for `reason` (a stable snake_case word, e.g. "multipart") and logs
+ * it with the key=value context `kv_fmt` (or NULL), as ipl_drops_count does. */
+void exporter_series_drop(exporter_series_t *self, const char *reason, const char *kv_fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 uint64_t exporter_series_records(const exporter_series_t *self); /* records applied */
 uint64_t exporter_series_dropped(const exporter_series_t *self); /* frames dropped */

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "ipl_log.h"
-#include "ipl_signal.h"
+#include "ipl_loop.h"
 #include "ipl_zmq.h"
 
 #define S_MAX_FRAME (1 << 20) /* a RECORD is a few hundred bytes */
@@ -32,12 +32,9 @@ exporter_server_t *exporter_server_new(const exporter_server_config_t *config,
     zsock_set_linger(self->pull, 0);
     zsock_set_maxmsgsize(self->pull, S_MAX_FRAME);
     zsock_set_rcvhwm(self->pull, 100000);
-    if (zsock_bind(self->pull, "%s", config->pull) < 0) {
-        snprintf(err, errlen,
-                 "cannot bind --pull \"%s\" (from %s): %s; use a free "
-                 "tcp://host:port",
-                 config->pull, config->pull_source ? config->pull_source : "config",
-                 zmq_strerror(zmq_errno()));
+    if (ipl_zmq_bind(zsock_resolve(self->pull), config->pull, "--pull",
+                     config->pull_source ? config->pull_source : "config",
+                     "use a free tcp://host:port", err, errlen) != 0) {
         exporter_server_destroy(&self);
         return NULL;
     }
@@ -71,8 +68,7 @@ static void s_drain(void *pull, exporter_series_t *series)
         size_t parts = ipl_zmq_recv_parts(pull, &frame, 1, &kept);
         if (parts > 1) {
             /* A RECORD is one frame; drop every part of a multipart message. */
-            exporter_series_drop(series, "multipart");
-            IPL_LOG_EVERY(10, IPL_LOG_WARN, "frame_dropped", "reason=multipart parts=%zu", parts);
+            exporter_series_drop(series, "multipart", "parts=%zu", parts);
         } else if (parts == 1) {
             exporter_series_frame(series, zmq_msg_data(&frame), zmq_msg_size(&frame));
         }
@@ -81,21 +77,16 @@ static void s_drain(void *pull, exporter_series_t *series)
     }
 }
 
+static void s_on_pull(void *arg)
+{
+    exporter_server_t *self = arg;
+    s_drain(zsock_resolve(self->pull), self->series);
+}
+
 void exporter_server_run(exporter_server_t *self)
 {
-    zmq_pollitem_t items[] = {
-        {zsock_resolve(self->pull), 0, ZMQ_POLLIN, 0},
-        {NULL, ipl_signal_fd(), ZMQ_POLLIN, 0},
-    };
-    while (!ipl_signal_stopping()) {
-        int n = zmq_poll(items, 2, 1000);
-        if (n < 0 && zmq_errno() != EINTR) {
-            IPL_ERROR("poll_failed", "error=%d", zmq_errno());
-            break;
-        }
-        if (n > 0 && (items[0].revents & ZMQ_POLLIN))
-            s_drain(zsock_resolve(self->pull), self->series);
-    }
+    const ipl_loop_item_t items[] = {{zsock_resolve(self->pull), -1, s_on_pull, self}};
+    (void)ipl_loop_run(items, 1, 1000, NULL, NULL);
 }
 
 const char *exporter_server_endpoint(const exporter_server_t *self)

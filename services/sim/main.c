@@ -10,7 +10,6 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +18,7 @@
 
 #include "ipl_httpd.h"
 #include "ipl_log.h"
+#include "ipl_loop.h"
 #include "ipl_service.h"
 #include "ipl_signal.h"
 #include "ipl_tokenizer.h"
@@ -58,6 +58,13 @@ static int s_install_restart_signal(void)
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
     return sigaction(SIGUSR1, &sa, NULL);
+}
+
+/* SIGUSR1 arrived (the restart fault): the engine and the publisher start again. */
+static void s_on_restart(void *api)
+{
+    char buf[16];
+    if (read(s_restart_pipe[0], buf, sizeof buf) > 0) sim_api_restart(api);
 }
 
 int main(int argc, char **argv)
@@ -150,14 +157,8 @@ int main(int argc, char **argv)
              ipl_log_quote(q, sizeof q, listen), ipl_httpd_port(httpd), o.served_model_name,
              o.prof.name, o.prof.num_gpu_blocks, o.block_size, o.max_model_len, o.time_scale,
              kvpub ? "on" : "off");
-    struct pollfd pfd[2] = {{.fd = ipl_signal_fd(), .events = POLLIN},
-                            {.fd = s_restart_pipe[0], .events = POLLIN}};
-    while (!ipl_signal_stopping()) {
-        if (poll(pfd, 2, 1000) > 0 && (pfd[1].revents & POLLIN)) {
-            char buf[16];
-            if (read(s_restart_pipe[0], buf, sizeof buf) > 0) sim_api_restart(api);
-        }
-    }
+    const ipl_loop_item_t items[] = {{NULL, s_restart_pipe[0], s_on_restart, api}};
+    if (ipl_loop_run(items, 1, 1000, NULL, NULL) != 0) goto done;
     exit_code = 0;
 done:
     if (engine) sim_engine_stop(engine); /* every request ends: streams finish, handlers return */

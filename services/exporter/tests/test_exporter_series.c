@@ -240,7 +240,7 @@ static void test_drop_reason(void **state)
     fixture_t *f = *state;
     /* pre-registered at 0 so that dashboards see them */
     assert_true(s_counter(f, "inferplane_frames_dropped_total", "reason=\"multipart\"") == 0);
-    exporter_series_drop(f->series, "multipart");
+    exporter_series_drop(f->series, "multipart", NULL);
     assert_true(s_counter(f, "inferplane_frames_dropped_total", "reason=\"multipart\"") == 1);
     assert_int_equal(exporter_series_dropped(f->series), 1);
 }
