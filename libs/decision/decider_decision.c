@@ -20,16 +20,6 @@ void decider_decision_clear(decider_decision_t *d)
     decider_decision_init(d);
 }
 
-void decider_decision_reset(decider_decision_t *d)
-{
-    decider_candidate_t *cands = d->cands;
-    uint32_t cap = d->cap;
-    memset(d, 0, sizeof *d);
-    d->cands = cands;
-    d->cap = cap;
-    d->winner = -1;
-}
-
 void decider_candidate_note(decider_candidate_t *c, const char *fmt, ...)
 {
     size_t len = strlen(c->note);

@@ -17,8 +17,6 @@
 
 #include "ipl_index.h"
 
-// Prefill backlog: routings remembered one by one per worker (more are merged into the newest).
-#define S_BACKLOG_FIFO 64
 // Pending prefixes keep at most this many blocks of a prompt (16k tokens of 16).
 #define S_PENDING_MAX_BLOCKS 1024
 
@@ -28,15 +26,8 @@ typedef struct {
     decider_pool_memory_t m;
 } s_pool_entry_t;
 
-typedef struct {
-    double tokens;               // left at t_ms
-    double tokens_per_s;         // drain speed (the last decider_memory_backlog's)
-    double part[S_BACKLOG_FIFO]; // the routings' tokens left, FIFO from `head` (`n` of them)
-    uint32_t head, n;
-    double recent; // routings, decayed with DECIDER_MEMORY_RECENT_TAU_S, at t_ms
-    double placed; // decider_memory_place's, decayed with DECIDER_MEMORY_PLACED_TAU_S, at t_ms
-    uint64_t t_ms;
-} s_backlog_t;
+typedef decider_backlog_t s_backlog_t; // its fields: decider_memory.h
+#define S_BACKLOG_FIFO DECIDER_MEMORY_BACKLOG_FIFO
 
 // A worker's pending prefixes, by field (decider_memory_pending_match reads `start` and
 // `first` of every live entry, and the hashes of those that share the prompt).
@@ -123,6 +114,7 @@ decider_pool_memory_t *decider_memory_pool(decider_memory_t *self, const char *n
     }
     e->used = self->tick;
     e->m.scratch = self->scratch;
+    e->m.backlog = self->backlog;
     e->m.owner = self;
     return &e->m;
 }
@@ -131,8 +123,8 @@ decider_pool_memory_t *decider_memory_pool(decider_memory_t *self, const char *n
 
 // Drains b from b->t_ms to mono_ms (> b->t_ms). Out of line: a decision reads each
 // candidate's backlog several times at one mono_ms, and only the first read drains.
-static __attribute__((noinline)) void s_backlog_drain(decider_memory_t *self, s_backlog_t *b,
-                                                      uint64_t mono_ms)
+__attribute__((noinline)) void decider_memory_drain(decider_memory_t *self, decider_backlog_t *b,
+                                                    uint64_t mono_ms)
 {
     uint64_t dt_ms = mono_ms - b->t_ms;
     double dt = (double)dt_ms / 1000.0;
@@ -163,7 +155,7 @@ static inline s_backlog_t *s_backlog_drained(decider_memory_t *self, int worker,
 {
     if (worker < 0 || worker >= IPL_INDEX_MAX_WORKERS) return NULL;
     s_backlog_t *b = &self->backlog[worker];
-    if (mono_ms > b->t_ms) s_backlog_drain(self, b, mono_ms);
+    if (mono_ms > b->t_ms) decider_memory_drain(self, b, mono_ms);
     return b;
 }
 

@@ -22,16 +22,32 @@
 #include <stdint.h>
 
 #include "decider_history.h"
+#include "ipl_index.h"
 
 typedef struct decider_memory decider_memory_t;
 
+/* private: a worker's backlog record (below). Declared here only so that the strategies'
+ * per-candidate reads (decider_pool_recent, decider_pool_backlog_requests) inline into the
+ * decision's loop; read it through those functions. */
+#define DECIDER_MEMORY_BACKLOG_FIFO 64 /* routings remembered one by one; more are merged */
+typedef struct {
+    double tokens;                            /* left at t_ms */
+    double tokens_per_s;                      /* drain speed (the last decider_memory_backlog's) */
+    double part[DECIDER_MEMORY_BACKLOG_FIFO]; /* the routings' tokens left, FIFO from `head` */
+    uint32_t head, n;                         /* (`n` of them) */
+    double recent; /* routings, decayed with DECIDER_MEMORY_RECENT_TAU_S, at t_ms */
+    double placed; /* decider_memory_place's, decayed with DECIDER_MEMORY_PLACED_TAU_S, at t_ms */
+    uint64_t t_ms;
+} decider_backlog_t;
+
 /* What a pool's strategies remember. */
 typedef struct {
-    uint64_t next;             /* round-robin position */
-    decider_history_t *sglang; /* created on first use (by the strategy), destroyed with it */
-    decider_history_t *prefix; /* created on first use (by the strategy), destroyed with it */
-    uint32_t *scratch;         /* IPL_INDEX_MAX_WORKERS entries, shared by every pool */
-    decider_memory_t *owner;   /* the router's memory this pool's belongs to */
+    uint64_t next;              /* round-robin position */
+    decider_history_t *sglang;  /* created on first use (by the strategy), destroyed with it */
+    decider_history_t *prefix;  /* created on first use (by the strategy), destroyed with it */
+    uint32_t *scratch;          /* IPL_INDEX_MAX_WORKERS entries, shared by every pool */
+    decider_memory_t *owner;    /* the router's memory this pool's belongs to */
+    decider_backlog_t *backlog; /* private: the owner's records, IPL_INDEX_MAX_WORKERS */
 } decider_pool_memory_t;
 
 /* NULL on allocation failure. */
@@ -78,6 +94,34 @@ double decider_memory_recent(decider_memory_t *self, int worker, uint64_t mono_m
 #define DECIDER_MEMORY_PLACED_TAU_S 600.0
 double decider_memory_placed(decider_memory_t *self, int worker, uint64_t mono_ms);
 void decider_memory_place(decider_memory_t *self, int worker, uint64_t mono_ms);
+
+/* private: drains `b` from b->t_ms to mono_ms (> b->t_ms), the decay factors shared by the
+ * candidates of one decision. */
+void decider_memory_drain(decider_memory_t *self, decider_backlog_t *b, uint64_t mono_ms);
+
+/* decider_memory_recent and decider_memory_backlog_requests through a pool's memory, inline:
+ * the same values (the same drain), for the strategies' per-candidate reads. */
+static inline decider_backlog_t *decider_pool_backlog_at(decider_pool_memory_t *m, int worker,
+                                                         uint64_t mono_ms)
+{
+    if (worker < 0 || worker >= IPL_INDEX_MAX_WORKERS) return NULL;
+    decider_backlog_t *b = &m->backlog[worker];
+    if (mono_ms > b->t_ms) decider_memory_drain(m->owner, b, mono_ms);
+    return b;
+}
+
+static inline double decider_pool_recent(decider_pool_memory_t *m, int worker, uint64_t mono_ms)
+{
+    decider_backlog_t *b = decider_pool_backlog_at(m, worker, mono_ms);
+    return b ? b->recent : 0;
+}
+
+static inline double decider_pool_backlog_requests(decider_pool_memory_t *m, int worker,
+                                                   uint64_t mono_ms)
+{
+    decider_backlog_t *b = decider_pool_backlog_at(m, worker, mono_ms);
+    return b ? (double)b->n : 0;
+}
 
 /* Pending prefixes of a worker: the blocks of prompts routed to it that it had to compute,
  * from `start` (the blocks it was known to hold then) to the prompt's end (at most 1024

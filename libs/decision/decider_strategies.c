@@ -237,9 +237,9 @@ static double s_tie_band(double best_s)
 }
 
 // The requests routed to candidate c lately (decider_memory_recent), 0 without memory.
-static double s_recent(decider_pick_t *ctx, const decider_candidate_t *c)
+static inline double s_recent(decider_pick_t *ctx, const decider_candidate_t *c)
 {
-    return ctx->memory ? decider_memory_recent(ctx->memory->owner, c->ledger_id, ctx->mono_ms) : 0;
+    return ctx->memory ? decider_pool_recent(ctx->memory, c->ledger_id, ctx->mono_ms) : 0;
 }
 
 // The prompts routed to candidate c lately that it held none of — the prefixes it was given
@@ -418,8 +418,8 @@ static void s_ttft_reason(decider_pick_t *ctx, int w, int best, int ungated)
 // count.
 static uint64_t s_gated_queue(decider_pick_t *ctx, const decider_candidate_t *c)
 {
-    uint64_t own = ctx->memory ? (uint64_t)decider_memory_backlog_requests(
-                                     ctx->memory->owner, c->ledger_id, ctx->mono_ms)
+    uint64_t own = ctx->memory ? (uint64_t)decider_pool_backlog_requests(ctx->memory, c->ledger_id,
+                                                                         ctx->mono_ms)
                                : 0;
     uint64_t known = own ? own - 1 : 0;
     return c->queue > known ? c->queue - known : 0;
