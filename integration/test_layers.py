@@ -58,7 +58,7 @@ class TestLayers(unittest.TestCase):
                               "names no file")
 
     def test_common_including_proto_fails(self):
-        self.assert_violation("common/ipl_log.c", "ipl_proto.h", "common/ may include only itself")
+        self.assert_violation("common/ipl_log.c", "ipl_proto.h", "common/ may include only its own headers")
 
     def test_library_including_a_higher_one_fails(self):
         self.assert_violation("libs/decision/decider_router.c", "decider_server.h",
