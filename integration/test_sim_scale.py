@@ -155,8 +155,10 @@ class TestSimScale(unittest.TestCase):
                  total, total / wall, client))
         self.assertLess(ttft_mean, bound)
         self.assertGreater(ttft_mean, 0.8 * single)
-        # "comfortably": our processes use well under the machine's 2 cores
-        self.assertLess(total / wall, 1.2)
+        # "comfortably": our processes use well under the machine's 2 cores (under
+        # AddressSanitizer, `make SANITIZE=1 test`, every process costs about twice the CPU)
+        sanitized = os.path.basename(os.environ.get("BUILD", "build")).startswith("build-san")
+        self.assertLess(total / wall, 1.9 if sanitized else 1.2)
 
 
 if __name__ == "__main__":
