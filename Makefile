@@ -18,7 +18,7 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo 0.1.0-dev)
 OPT     ?= -O2
 # Every library folder is on the include path; tools/check-layers (run by `make test`) proves
 # that each file includes only what its layer may.
-LIB_DIRS := common proto libs/engine libs/decision libs/decider
+LIB_DIRS := common proto libs/engine libs/decision libs/policy libs/decider
 CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-missing-field-initializers \
            -g $(OPT) -fno-strict-aliasing -MMD -MP $(LIB_DIRS:%=-I%) \
            -DIPL_VERSION=\"$(VERSION)\" $(EXTRA_CFLAGS)
@@ -43,13 +43,15 @@ ipl_DIR       := common
 proto_DIR     := proto
 engine_DIR    := libs/engine
 decision_DIR  := libs/decision
+policy_DIR    := libs/policy
 decider_DIR   := libs/decider
 ipl_USES      :=
 proto_USES    := ipl
 engine_USES   := ipl
 decision_USES := proto ipl
-decider_USES  := decision proto ipl
-LIB_NAMES     := decider decision engine proto ipl
+policy_USES   := proto ipl
+decider_USES  := policy decision proto ipl
+LIB_NAMES     := decider policy decision engine proto ipl
 lib_archive    = $(BUILD)/lib$(if $(filter ipl,$(1)),ipl,ipl-$(1)).a
 LIB_ARCHIVES  := $(foreach l,$(LIB_NAMES),$(call lib_archive,$(l)))
 LIB_SRC       := $(foreach l,$(LIB_NAMES),$(wildcard $($(l)_DIR)/*.c))

@@ -174,7 +174,12 @@ enum {
     F(X, u64, version, "increases with every change")                                              \
     F(X, str, source, "where it was loaded from")                                                  \
     A(X, pool, pools, "pools")                                                                     \
-    A(X, worker, workers, "workers")
+    A(X, worker, workers, "workers")                                                               \
+    F(X, opt_u64, hash,                                                                            \
+      "content hash of the pools and workers: XXH3-64 of this message encoded with version 0, "    \
+      "source nil and hash 0 (libs/policy/policy_digest), so equal policies have equal hashes "    \
+      "in every process and across restarts of the policy service; shown as 16 hex digits in "     \
+      "/debug/policy. 0 from policy services that predate it")
 
 #define IPL_PROTO_FIELDS_policy_req(F, A, X) F(X, u64, have_version, "version the asker has, or 0")
 

@@ -31,6 +31,7 @@
 #include "ipl_split.h"
 #include "ipl_tokenizer.h"
 #include "ipl_zmq.h"
+#include "policy_digest.h"
 
 #define S_TICK_MS         100
 #define S_MAX_ROUTE_FRAME (16u << 20)
@@ -614,5 +615,7 @@ void decider_server_register(decider_server_t *self, ipl_httpd_t *httpd)
     ipl_httpd_route(httpd, "POST", "/v1/route", s_http_route, self);
     ipl_httpd_route(httpd, "GET", "/debug/state", s_debug_state, self);
     decider_http_register_model(httpd, self->router); // GET /debug/model
+    // GET /debug/policy: the version, hash and pools of the policy this decider runs
+    ipl_httpd_route(httpd, "GET", "/debug/policy", policy_digest_http, self->policy);
     decider_router_register_metrics(self->router, self->metrics);
 }

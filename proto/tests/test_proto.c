@@ -529,6 +529,42 @@ static void test_optional_struct_fields_may_be_absent(void **state)
     msgpack_sbuffer_destroy(&buf);
 }
 
+/* POLICY gained `hash` at its end (opt_u64): a frame from a policy service that predates it
+ * decodes with hash 0, and the full 64 bits round-trip in a frame of 2 + 5 elements. */
+static void test_policy_hash_field(void **state)
+{
+    (void)state;
+    const ipl_proto_struct_t *sd = ipl_proto_msg_desc(IPL_MSG_POLICY)->body;
+    const ipl_proto_field_t *last = &sd->fields[sd->nfields - 1];
+    assert_string_equal(last->name, "hash");
+    assert_int_equal(last->type, IPL_FT_U64);
+    assert_true(last->optional);
+    assert_false(sd->fields[sd->nfields - 2].optional); /* workers: the old end */
+
+    size_t ns;
+    const ipl_proto_struct_t *worker = ipl_proto_structs(&ns)[1];
+    ipl_msg_t out;
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    s_pack_policy_worker(&buf, worker->nfields); /* [1, 5, version, source, pools, workers] */
+    assert_int_equal(ipl_msg_decode(buf.data, buf.size, &out), IPL_OK);
+    assert_int_equal(out.u.policy.version, 3);
+    assert_string_equal(out.u.policy.source, "src");
+    assert_int_equal(out.u.policy.workers_len, 1);
+    assert_true(out.u.policy.hash == 0);
+    ipl_msg_clear(&out);
+
+    ipl_policy_t p = {.version = 7, .source = "s", .hash = 0xfedcba9876543210ULL};
+    msgpack_sbuffer_clear(&buf);
+    assert_int_equal(ipl_msg_encode(IPL_MSG_POLICY, &p, &buf), IPL_OK);
+    assert_int_equal((unsigned char)buf.data[0], 0x90 | 7); /* fixarray: 2 + 5 */
+    assert_int_equal(ipl_msg_decode(buf.data, buf.size, &out), IPL_OK);
+    assert_true(out.u.policy.hash == 0xfedcba9876543210ULL);
+    assert_int_equal(out.u.policy.version, 7);
+    ipl_msg_clear(&out);
+    msgpack_sbuffer_destroy(&buf);
+}
+
 static void test_catalogue_is_consistent(void **state)
 {
     (void)state;
@@ -559,6 +595,7 @@ int main(void)
         cmocka_unit_test(test_extra_trailing_fields_are_ignored),
         cmocka_unit_test(test_optional_fields_may_be_absent),
         cmocka_unit_test(test_optional_struct_fields_may_be_absent),
+        cmocka_unit_test(test_policy_hash_field),
         cmocka_unit_test(test_oversized_values_are_rejected),
         cmocka_unit_test(test_route_reply_with_candidates),
         cmocka_unit_test(test_large_message_spans_arena_blocks),

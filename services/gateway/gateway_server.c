@@ -36,6 +36,7 @@
 #include "ipl_policy_view.h"
 #include "ipl_proto.h"
 #include "ipl_tokenizer.h"
+#include "policy_digest.h"
 
 #define S_ID_MAX           64         /* request ids and tenants accepted from clients */
 #define S_HEADER_VALUE_MAX 256        /* decider strings echoed in response headers */
@@ -633,6 +634,13 @@ static void s_models(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp
     }
     ipl_policy_view_release(srv->policy, &snap);
     ipl_http_resp_json(resp, 200, &root);
+}
+
+/* ---- admin: GET /debug/policy -------------------------------------------------------------- */
+
+void gateway_server_register_admin(gateway_server_t *self, ipl_httpd_t *admin)
+{
+    ipl_httpd_route(admin, "GET", "/debug/policy", policy_digest_http, self->policy);
 }
 
 /* ---- life cycle ---------------------------------------------------------------------------- */

@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "ipl_httpd.h"
 #include "ipl_metrics.h"
 
 typedef struct {
@@ -56,5 +57,10 @@ int gateway_server_port(const gateway_server_t *self);
 
 /* An ipl_admin_ready_fn: ready once a policy is known. */
 bool gateway_server_ready(void *self, char *detail, size_t size);
+
+/* Registers the gateway's admin routes on `admin` (the admin server's httpd; NULL: none):
+ * GET /debug/policy, the version, hash and pools of the policy its view holds
+ * (policy_digest_http). The server must outlive `admin`'s serving. */
+void gateway_server_register_admin(gateway_server_t *self, ipl_httpd_t *admin);
 
 #endif

@@ -10,7 +10,9 @@
  * same code as inferplane-decider, its settings from --decider-config and INFERPLANE_DECIDER_*):
  * the gateway asks it over inproc:// — no TCP, no ZeroMQ I/O thread on either side — and the
  * main thread runs its loop. Its admin routes (/v1/route, /debug/state, /debug/model) and
- * metrics join the gateway's; the gateway is ready when both are.
+ * metrics join the gateway's; the gateway is ready when both are. GET /debug/policy is the
+ * gateway's own (the policy its view holds; the embedded decider's view follows the same
+ * policy service, its version in /debug/state).
  *
  * main only declares the flags and wires the service together; see gateway_server.h.
  */
@@ -180,6 +182,7 @@ int main(int argc, char **argv)
     ipl_admin_t *admin = ipl_service_admin(svc);
     if (admin) {
         ipl_admin_set_ready(admin, s_ready, &parts);
+        gateway_server_register_admin(srv, ipl_admin_httpd(admin)); /* first: its /debug/policy */
         if (parts.decider) decider_server_register(parts.decider, ipl_admin_httpd(admin));
     }
     if (ipl_service_serve(svc) != 0 || gateway_server_start(srv) != 0) {

@@ -1,47 +1,48 @@
 /*
- * policy_server — directory watch, versioning and the two sockets of the policy service.
+ * policy_server — versioning and the two sockets of the policy service; policy_watch says
+ * when to look at the directory.
  *
  * The installed policy lives as two pre-encoded POLICY frames: `body` (version 0, to tell
  * whether a recompilation changed anything) and `frame` (the real version, sent as is on
  * PUB and to every POLICY_REQ). /debug/policy and /readyz read a JSON rendering and a
- * detail line prepared at each reload, under `lock`.
+ * detail line prepared at each compilation, under `lock`; /debug/policy's policy is decoded
+ * back from `frame`, so it shows exactly what is served.
  */
 #include "policy_server.h"
 
 #include <cjson/cJSON.h>
 #include <czmq.h>
-#include <dirent.h>
-#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "ipl_clock.h"
 #include "ipl_drops.h"
 #include "ipl_error.h"
-#include "ipl_hash.h"
 #include "ipl_log.h"
 #include "ipl_loop.h"
 #include "ipl_proto.h"
 #include "ipl_zmq.h"
 #include "policy_compiler.h"
+#include "policy_digest.h"
+#include "policy_watch.h"
 
-#define S_WATCH_MS      1000 // how often the directory's mtimes are compared
 #define S_MAX_REQ_FRAME 4096 // a POLICY_REQ is a few bytes
 
 struct policy_server {
     char *dir;
     uint64_t republish_ms;
     zsock_t *pub, *rep;
+    policy_watch_t *watch;
     uint64_t signature; // of the directory listing at the last compile attempt
     bool attempted;
     uint64_t version;         // installed; 0 = none
+    uint64_t hash;            // of the installed policy
     msgpack_sbuffer body;     // installed policy encoded with version 0
     msgpack_sbuffer frame;    // installed policy as sent
     uint64_t last_publish_ms; // monotonic
-    uint64_t next_watch_ms;   // monotonic: the next directory check (policy_server_run)
+    uint64_t reloads[3];      // compilations: changed, unchanged, error (as the metric)
 
     pthread_mutex_t lock; // guards the fields below (read by admin HTTP threads)
     char *debug_json;     // /debug/policy body
@@ -50,87 +51,34 @@ struct policy_server {
 
     ipl_metrics_t *metrics;
     ipl_metric_t *m_version, *m_pools, *m_workers, *m_errors, *m_valid, *m_published, *m_requests,
-        *m_reload_ok, *m_reload_unchanged, *m_reload_error;
+        *m_reload_ok, *m_reload_unchanged, *m_reload_error, *m_inotify;
 };
-
-// ---- directory watch --------------------------------------------------------------------------
-
-// A hash of the names, sizes, inodes and modification times of the *.yaml/*.yml files, so
-// that any edit, rename, addition or removal changes it. 1 when the directory cannot be read.
-static uint64_t s_signature(const char *dir)
-{
-    DIR *dp = opendir(dir);
-    if (!dp) return 1;
-    uint64_t sig = ipl_hash_bytes(dir, strlen(dir));
-    struct dirent *e;
-    while ((e = readdir(dp))) {
-        size_t n = strlen(e->d_name);
-        bool yaml = e->d_name[0] != '.' && ((n > 5 && !strcmp(e->d_name + n - 5, ".yaml")) ||
-                                            (n > 4 && !strcmp(e->d_name + n - 4, ".yml")));
-        if (!yaml) continue;
-        struct stat st;
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        uint64_t item[5] = {ipl_hash_bytes(e->d_name, n), 0, 0, 0, 0};
-        if (stat(path, &st) == 0) {
-            item[1] = (uint64_t)st.st_size;
-            item[2] = (uint64_t)st.st_ino;
-            item[3] = (uint64_t)st.st_mtim.tv_sec;
-            item[4] = (uint64_t)st.st_mtim.tv_nsec;
-        }
-        sig ^= ipl_hash_bytes(item, sizeof item); // order-independent: readdir order varies
-    }
-    closedir(dp);
-    return sig | 2; // never 0 or 1
-}
 
 // ---- rendering --------------------------------------------------------------------------------
 
-static char *s_debug_json(const ipl_policy_t *p, uint64_t version, const policy_compiler_t *last,
-                          bool last_ok, const char *dir)
+// The policy in service (`shown`, NULL: none) and what the last compilation `last` found.
+static char *s_debug_json(const policy_server_t *self, const ipl_policy_t *shown,
+                          const policy_compiler_t *last, bool last_ok)
 {
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddNumberToObject(root, "version", (double)version);
-    cJSON_AddStringToObject(root, "dir", dir);
+    cJSON *root = policy_digest_json(shown);
+    if (!root) return NULL;
+    cJSON_AddStringToObject(root, "dir", self->dir);
     char iso[32];
     cJSON_AddStringToObject(root, "reloaded_at", ipl_wall_iso8601(iso, sizeof iso));
     cJSON_AddBoolToObject(root, "valid", last_ok);
-    cJSON *errors = cJSON_AddArrayToObject(root, "errors");
-    cJSON *warnings = cJSON_AddArrayToObject(root, "warnings");
-    cJSON *files = cJSON_AddArrayToObject(root, "files");
-    for (size_t i = 0; last && i < policy_compiler_nerrors(last); i++)
-        cJSON_AddItemToArray(errors, cJSON_CreateString(policy_compiler_error(last, i)));
-    for (size_t i = 0; last && i < policy_compiler_nwarnings(last); i++)
-        cJSON_AddItemToArray(warnings, cJSON_CreateString(policy_compiler_warning(last, i)));
-    for (size_t i = 0; last && i < policy_compiler_nfiles(last); i++)
-        cJSON_AddItemToArray(files, cJSON_CreateString(policy_compiler_file(last, i)));
-    cJSON *pools = cJSON_AddArrayToObject(root, "pools");
-    cJSON *workers = cJSON_AddArrayToObject(root, "workers");
-    for (uint32_t i = 0; p && i < p->pools_len; i++) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "name", p->pools[i].name);
-        cJSON_AddStringToObject(o, "model", p->pools[i].model);
-        cJSON_AddStringToObject(o, "strategy", p->pools[i].strategy);
-        cJSON *names = cJSON_AddArrayToObject(o, "workers");
-        for (uint32_t w = 0; w < p->workers_len; w++)
-            if (!strcmp(p->workers[w].pool, p->pools[i].name))
-                cJSON_AddItemToArray(names, cJSON_CreateString(p->workers[w].name));
-        cJSON_AddItemToArray(pools, o);
-    }
-    for (uint32_t i = 0; p && i < p->workers_len; i++) {
-        const ipl_worker_t *w = &p->workers[i];
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "name", w->name);
-        cJSON_AddStringToObject(o, "pool", w->pool);
-        cJSON_AddStringToObject(o, "model", w->model);
-        cJSON_AddStringToObject(o, "url", w->url);
-        cJSON_AddStringToObject(o, "kv_endpoint", w->kv_endpoint);
-        cJSON_AddStringToObject(o, "replay_endpoint", w->replay_endpoint);
-        cJSON_AddStringToObject(o, "metrics_url", w->metrics_url);
-        cJSON_AddNumberToObject(o, "block_size", (double)w->block_size);
-        cJSON_AddStringToObject(o, "worker_set", w->worker_set ? w->worker_set : "");
-        cJSON_AddItemToArray(workers, o);
-    }
+    policy_digest_add_report(root, last);
+    cJSON *reloads = cJSON_AddObjectToObject(root, "reloads");
+    cJSON_AddNumberToObject(reloads, "changed", (double)self->reloads[0]);
+    cJSON_AddNumberToObject(reloads, "unchanged", (double)self->reloads[1]);
+    cJSON_AddNumberToObject(reloads, "error", (double)self->reloads[2]);
+    const policy_watch_config_t *wc = policy_watch_config(self->watch);
+    cJSON *watch = cJSON_AddObjectToObject(root, "watch");
+    cJSON_AddStringToObject(watch, "mode", policy_watch_mode(self->watch));
+    cJSON_AddStringToObject(watch, "reason", policy_watch_reason(self->watch));
+    cJSON_AddNumberToObject(watch, "debounce_ms", (double)wc->debounce_ms);
+    cJSON_AddNumberToObject(watch, "max_delay_ms", (double)wc->max_delay_ms);
+    cJSON_AddNumberToObject(watch, "poll_ms", (double)wc->poll_ms);
+    cJSON_AddNumberToObject(watch, "events", (double)policy_watch_events(self->watch));
     char *json = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return json;
@@ -235,15 +183,16 @@ static int s_install(policy_server_t *self, const ipl_policy_t *p)
     }
     msgpack_sbuffer_destroy(&self->body);
     msgpack_sbuffer_destroy(&self->frame);
-    self->body = body;
+    self->body = body; // the switch: the next message sent is the new frame, whole
     self->frame = frame;
     self->version = versioned.version;
+    self->hash = p->hash;
     return 1;
 }
 
 int policy_server_reload(policy_server_t *self, bool force)
 {
-    uint64_t sig = s_signature(self->dir);
+    uint64_t sig = policy_watch_signature(self->dir);
     if (!force && self->attempted && sig == self->signature) return 0;
     self->attempted = true;
     self->signature = sig;
@@ -254,46 +203,46 @@ int policy_server_reload(policy_server_t *self, bool force)
     size_t nerrors = (size_t)policy_compiler_finish(c, self->dir);
     const ipl_policy_t *p = policy_compiler_policy(c);
     int rc = p ? s_install(self, p) : IPL_E_INVAL;
-    char detail[256];
+    char detail[256], hex[POLICY_DIGEST_HEX_LEN], quoted[512];
+    policy_digest_hex(self->hash, hex);
+    s_log_errors(c); // the errors of a failed compilation, the warnings of any
     if (rc < 0) {
-        s_log_errors(c);
+        self->reloads[2]++;
         ipl_metric_inc(self->m_reload_error);
         ipl_metric_set(self->m_errors, (double)(nerrors ? nerrors : 1));
         ipl_metric_set(self->m_valid, 0);
         const char *first = nerrors ? policy_compiler_error(c, 0) : ipl_strerror(rc);
         if (self->version)
             snprintf(detail, sizeof detail,
-                     "version=%llu (last good); reload failed with %zu "
-                     "error(s): %s",
-                     (unsigned long long)self->version, nerrors, first);
+                     "version=%llu hash=%s (last good); reload failed with %zu error(s): %s",
+                     (unsigned long long)self->version, hex, nerrors, first);
         else
             snprintf(detail, sizeof detail, "no valid policy: %zu error(s): %s", nerrors, first);
-        IPL_ERROR("policy_invalid", "dir=%s errors=%zu kept_version=%llu", self->dir, nerrors,
-                  (unsigned long long)self->version);
+        IPL_ERROR("policy_invalid", "dir=%s errors=%zu kept_version=%llu kept_hash=%s",
+                  ipl_log_quote(quoted, sizeof quoted, self->dir), nerrors,
+                  (unsigned long long)self->version, self->version ? hex : "-");
     } else {
-        s_log_errors(c); // warnings
+        self->reloads[rc == 1 ? 0 : 1]++;
         ipl_metric_inc(rc == 1 ? self->m_reload_ok : self->m_reload_unchanged);
         ipl_metric_set(self->m_errors, 0);
         ipl_metric_set(self->m_valid, 1);
         ipl_metric_set(self->m_version, (double)self->version);
         ipl_metric_set(self->m_pools, p->pools_len);
         ipl_metric_set(self->m_workers, p->workers_len);
-        snprintf(detail, sizeof detail, "version=%llu pools=%u workers=%u",
-                 (unsigned long long)self->version, p->pools_len, p->workers_len);
+        snprintf(detail, sizeof detail, "version=%llu hash=%s pools=%u workers=%u",
+                 (unsigned long long)self->version, hex, p->pools_len, p->workers_len);
         if (rc == 1)
-            IPL_INFO("policy_loaded", "version=%llu pools=%u workers=%u files=%zu",
-                     (unsigned long long)self->version, p->pools_len, p->workers_len,
+            IPL_INFO("policy_loaded", "version=%llu hash=%s pools=%u workers=%u files=%zu",
+                     (unsigned long long)self->version, hex, p->pools_len, p->workers_len,
                      policy_compiler_nfiles(c));
     }
-    // /debug/policy shows the policy in service (decoded back from its frame when this
-    // compilation failed) together with what this compilation found.
+    // /debug/policy shows the policy in service, decoded back from the frame that is sent,
+    // together with what this compilation found.
     ipl_msg_t current = {0};
-    const ipl_policy_t *shown = p;
-    if (!p && self->version &&
-        ipl_msg_decode(self->frame.data, self->frame.size, &current) == IPL_OK)
-        shown = &current.u.policy;
-    char *json = s_debug_json(shown, self->version, c, rc >= 0, self->dir);
-    if (current.arena) ipl_msg_clear(&current);
+    bool decoded =
+        self->version && ipl_msg_decode(self->frame.data, self->frame.size, &current) == IPL_OK;
+    char *json = s_debug_json(self, decoded ? &current.u.policy : NULL, c, rc >= 0);
+    if (decoded) ipl_msg_clear(&current);
     s_set_status(self, json, self->version != 0, detail);
     policy_compiler_destroy(&c);
     if (rc == 1) s_publish(self);
@@ -317,9 +266,8 @@ static zsock_t *s_bind(int type, const char *endpoint, const char *flag, char *e
     return sock;
 }
 
-policy_server_t *policy_server_new(const char *dir, const char *pub, const char *rep,
-                                   uint64_t republish_ms, ipl_metrics_t *metrics, char *err,
-                                   size_t errlen)
+policy_server_t *policy_server_new(const policy_server_config_t *config, ipl_metrics_t *metrics,
+                                   char *err, size_t errlen)
 {
     policy_server_t *self = calloc(1, sizeof *self);
     if (!self) {
@@ -329,13 +277,16 @@ policy_server_t *policy_server_new(const char *dir, const char *pub, const char 
     pthread_mutex_init(&self->lock, NULL);
     msgpack_sbuffer_init(&self->body);
     msgpack_sbuffer_init(&self->frame);
-    self->dir = strdup(dir);
-    self->republish_ms = republish_ms ? republish_ms : 2000;
+    self->dir = strdup(config->dir);
+    self->republish_ms = config->republish_ms ? config->republish_ms : 2000;
     self->metrics = metrics;
     snprintf(self->detail, sizeof self->detail, "no policy loaded yet");
-    self->pub = s_bind(ZMQ_PUB, pub, "--pub", err, errlen);
-    self->rep = self->pub ? s_bind(ZMQ_ROUTER, rep, "--rep", err, errlen) : NULL;
-    if (!self->dir || !self->rep) {
+    self->pub = s_bind(ZMQ_PUB, config->pub, "--pub", err, errlen);
+    self->rep = self->pub ? s_bind(ZMQ_ROUTER, config->rep, "--rep", err, errlen) : NULL;
+    policy_watch_config_t wc = {.poll = config->poll};
+    self->watch = self->dir && self->rep ? policy_watch_new(self->dir, &wc) : NULL;
+    if (!self->watch) {
+        if (self->rep) snprintf(err, errlen, "out of memory"); // else s_bind said why
         policy_server_destroy(&self);
         return NULL;
     }
@@ -362,6 +313,11 @@ policy_server_t *policy_server_new(const char *dir, const char *pub, const char 
                                                    "result=\"unchanged\"");
     self->m_reload_error =
         ipl_metrics_counter(metrics, "inferplane_policy_reloads_total", help, "result=\"error\"");
+    self->m_inotify = ipl_metrics_gauge(metrics, "inferplane_policy_watch_inotify",
+                                        "1 when inotify watches the policy directory, 0 when it "
+                                        "is polled every second (see /debug/policy watch.reason).",
+                                        NULL);
+    ipl_metric_set(self->m_inotify, !strcmp(policy_watch_mode(self->watch), "inotify"));
     return self;
 }
 
@@ -371,6 +327,7 @@ void policy_server_destroy(policy_server_t **self_p)
     policy_server_t *self = *self_p;
     zsock_destroy(&self->pub);
     zsock_destroy(&self->rep);
+    policy_watch_destroy(&self->watch);
     msgpack_sbuffer_destroy(&self->body);
     msgpack_sbuffer_destroy(&self->frame);
     pthread_mutex_destroy(&self->lock);
@@ -388,33 +345,56 @@ static void s_on_rep(void *arg)
         s_serve_one(self);
 }
 
+// ipl_loop: the directory changed (inotify); the look comes when the burst is over.
+static void s_on_watch(void *arg)
+{
+    policy_server_t *self = arg;
+    policy_watch_drain(self->watch, ipl_mono_ms());
+}
+
 // ipl_loop: reloads and republishes when due; waits until the next of the two.
 static long s_tick(void *arg)
 {
     policy_server_t *self = arg;
     uint64_t now = ipl_mono_ms();
-    if (now >= self->next_watch_ms) {
-        policy_server_reload(self, false);
-        self->next_watch_ms = now + S_WATCH_MS;
+    policy_watch_due_t due = policy_watch_due(self->watch, now);
+    if (due != POLICY_WATCH_IDLE) {
+        policy_server_reload(self, due == POLICY_WATCH_COMPILE);
+        ipl_metric_set(self->m_inotify, !strcmp(policy_watch_mode(self->watch), "inotify"));
     }
     if (self->version && now >= self->last_publish_ms + self->republish_ms) s_publish(self);
     now = ipl_mono_ms();
-    uint64_t next_pub = self->last_publish_ms + self->republish_ms;
-    uint64_t next =
-        self->next_watch_ms < next_pub || !self->version ? self->next_watch_ms : next_pub;
-    return next > now ? (long)(next - now) : 0;
+    long wait = policy_watch_wait_ms(self->watch, now);
+    if (self->version) {
+        uint64_t next_pub = self->last_publish_ms + self->republish_ms;
+        long pub_wait = next_pub > now ? (long)(next_pub - now) : 0;
+        if (wait < 0 || pub_wait < wait) wait = pub_wait;
+    }
+    return wait;
 }
 
 void policy_server_run(policy_server_t *self)
 {
-    self->next_watch_ms = ipl_mono_ms() + S_WATCH_MS;
-    const ipl_loop_item_t items[] = {{zsock_resolve(self->rep), -1, s_on_rep, self}};
-    (void)ipl_loop_run(items, 1, -1, s_tick, self); // a failed poll is logged and ends it
+    int fd = policy_watch_fd(self->watch);
+    const ipl_loop_item_t items[] = {{zsock_resolve(self->rep), -1, s_on_rep, self},
+                                     {NULL, fd, s_on_watch, self}};
+    // a failed poll is logged and ends it
+    (void)ipl_loop_run(items, fd >= 0 ? 2 : 1, -1, s_tick, self);
 }
 
 uint64_t policy_server_version(policy_server_t *self)
 {
     return self->version;
+}
+
+uint64_t policy_server_hash(policy_server_t *self)
+{
+    return self->hash;
+}
+
+const char *policy_server_watch_mode(policy_server_t *self)
+{
+    return policy_watch_mode(self->watch);
 }
 
 bool policy_server_ready(void *arg, char *detail, size_t size)

@@ -10,5 +10,6 @@ int ctl_route(int argc, char **argv);     /* ask a decider where a request would
 int ctl_poke(int argc, char **argv);      /* send malformed frames to a ZeroMQ endpoint */
 int ctl_proto_doc(int argc, char **argv); /* print the message catalogue as Markdown */
 int ctl_tokenize(int argc, char **argv);  /* encode/decode with a tokenizer.json */
+int ctl_validate(int argc, char **argv);  /* compile a policy directory, print its errors */
 
 #endif

@@ -15,6 +15,7 @@ static const s_command_t s_commands[] = {
     {"poke", ctl_poke, "send malformed frames to a ZeroMQ endpoint (robustness tests)"},
     {"proto-doc", ctl_proto_doc, "print the wire-message catalogue as Markdown"},
     {"tokenize", ctl_tokenize, "encode stdin with a tokenizer.json (--decode: ids to text)"},
+    {"validate", ctl_validate, "compile a policy directory; print every error (file:line:col)"},
 };
 
 static void s_usage(FILE *out)

@@ -13,6 +13,8 @@
 #include <cmocka.h>
 
 #include "policy_compiler.h"
+#include "policy_digest.h"
+#include "policy_test.h"
 
 static const char *s_sets =
     "apiVersion: inferplane.io/v1alpha1\n"
@@ -160,6 +162,8 @@ static void test_valid_policy_compiles_sorted(void **state)
     assert_int_equal(policy_compiler_nfiles(c), 2);
     assert_string_equal(policy_compiler_file(c, 0), "a.yaml");
     assert_int_equal(policy_compiler_nwarnings(c), 0);
+    assert_int_equal(policy_compiler_nworker_sets(c), 2);
+    assert_true(p->hash != 0 && p->hash == policy_digest_hash(p)); // test_policy_digest.c
     policy_compiler_destroy(&c);
 }
 
@@ -446,32 +450,15 @@ static void test_no_pool_and_no_files(void **state)
     rmdir(dir);
 }
 
-static void s_write(const char *dir, const char *name, const char *text)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-}
-
-static void s_unlink(const char *dir, const char *name)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    unlink(path);
-}
-
 static void test_directory_of_files(void **state)
 {
     (void)state;
     char dir[] = "/tmp/test_policy_compiler_XXXXXX";
     assert_non_null(mkdtemp(dir));
-    s_write(dir, "pools.yaml", s_pools);
-    s_write(dir, "sets.yml", s_sets);
-    s_write(dir, ".#editor.yaml", "garbage: [");
-    s_write(dir, "README.txt", "not yaml: [");
+    s_policy_write(dir, "pools.yaml", s_pools);
+    s_policy_write(dir, "sets.yml", s_sets);
+    s_policy_write(dir, ".#editor.yaml", "garbage: [");
+    s_policy_write(dir, "README.txt", "not yaml: [");
     policy_compiler_t *c = policy_compiler_new();
     assert_int_equal(policy_compiler_add_dir(c, dir), 0);
     assert_int_equal(policy_compiler_finish(c, dir), 0);
@@ -481,10 +468,10 @@ static void test_directory_of_files(void **state)
     assert_int_equal(policy_compiler_policy(c)->workers_len, 3);
     assert_int_equal(policy_compiler_finish(c, dir), 0); // idempotent
     policy_compiler_destroy(&c);
-    s_unlink(dir, "pools.yaml");
-    s_unlink(dir, "sets.yml");
-    s_unlink(dir, ".#editor.yaml");
-    s_unlink(dir, "README.txt");
+    s_policy_unlink(dir, "pools.yaml");
+    s_policy_unlink(dir, "sets.yml");
+    s_policy_unlink(dir, ".#editor.yaml");
+    s_policy_unlink(dir, "README.txt");
     rmdir(dir);
 }
 

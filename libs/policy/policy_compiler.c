@@ -27,6 +27,7 @@
 #include <yaml.h>
 
 #include "ipl_strategy.h" // the one list of strategies
+#include "policy_digest.h"
 #include "ipl_suggest.h"
 
 #define S_MAX_NAME       63
@@ -734,7 +735,7 @@ int policy_compiler_add_file(policy_compiler_t *self, const char *path, const ch
     return n;
 }
 
-static bool s_yaml_name(const char *name)
+bool policy_compiler_is_policy_file(const char *name)
 {
     size_t n = strlen(name);
     if (name[0] == '.') return false;
@@ -759,7 +760,7 @@ int policy_compiler_add_dir(policy_compiler_t *self, const char *dir)
     size_t n = 0, cap = 0;
     struct dirent *e;
     while ((e = readdir(dp)))
-        if (s_yaml_name(e->d_name)) {
+        if (policy_compiler_is_policy_file(e->d_name)) {
             s_reserve((void **)&names, &cap, n, sizeof *names);
             names[n++] = strdup(e->d_name);
         }
@@ -971,6 +972,7 @@ int policy_compiler_finish(policy_compiler_t *self, const char *source)
             };
         }
     }
+    p->hash = policy_digest_hash(p);
     self->has_policy = true;
     return 0;
 }
@@ -1008,4 +1010,9 @@ size_t policy_compiler_nfiles(const policy_compiler_t *self)
 const char *policy_compiler_file(const policy_compiler_t *self, size_t i)
 {
     return i < self->nfiles ? self->files[i] : NULL;
+}
+
+size_t policy_compiler_nworker_sets(const policy_compiler_t *self)
+{
+    return self->nsets;
 }

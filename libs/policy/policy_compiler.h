@@ -23,8 +23,12 @@
  * decider calibrates its TTFT model by.
  *
  * The compiled policy is deterministic: pools sorted by name, workers by worker set name and
- * then in file order, whatever the order of files and documents. Its version is 0; the
- * service assigns versions. Not thread-safe; one compilation per object.
+ * then in file order, whatever the order of files and documents. Its version is 0 (the
+ * service assigns versions) and its hash is set (policy_digest_hash: the same resources give
+ * the same hash in every process that compiles them). Not thread-safe; one compilation per
+ * object (separate objects may compile on separate threads at once).
+ *
+ * Used by inferplane-policy (its directory, and POST /validate) and inferplanectl validate.
  */
 #ifndef POLICY_COMPILER_H
 #define POLICY_COMPILER_H
@@ -52,10 +56,13 @@ int policy_compiler_add_string(policy_compiler_t *self, const char *name, const 
                                size_t len);
 /* Reads and adds one file; `name` as above (NULL: the path). Returns the number of errors. */
 int policy_compiler_add_file(policy_compiler_t *self, const char *path, const char *name);
-/* Adds every *.yaml and *.yml file of `dir` (not recursive; names starting with '.' skipped),
- * in name order, each named by its file name. A directory with no such file is an error.
+/* Adds every file of `dir` that policy_compiler_is_policy_file accepts (not recursive), in
+ * name order, each named by its file name. A directory with no such file is an error.
  * Returns the number of errors. */
 int policy_compiler_add_dir(policy_compiler_t *self, const char *dir);
+/* Whether add_dir reads a file of this name: *.yaml or *.yml, not starting with '.' (editors'
+ * and ConfigMaps' hidden files). */
+bool policy_compiler_is_policy_file(const char *name);
 
 /* Cross-resource checks and compilation. `source` becomes policy.source (copied; may be NULL).
  * Returns the total number of errors (0: the policy is available). Call once. */
@@ -70,6 +77,8 @@ const char *policy_compiler_error(const policy_compiler_t *self, size_t i); /* b
 size_t policy_compiler_nwarnings(const policy_compiler_t *self);
 const char *policy_compiler_warning(const policy_compiler_t *self, size_t i);
 size_t policy_compiler_nfiles(const policy_compiler_t *self);
+/* The InferenceWorkerSet resources read (those of the policy once finish returned 0). */
+size_t policy_compiler_nworker_sets(const policy_compiler_t *self);
 const char *policy_compiler_file(const policy_compiler_t *self, size_t i);
 
 #endif
