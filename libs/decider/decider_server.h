@@ -28,7 +28,8 @@
  * the deciding threads under a mutex); HTTP decisions run on the admin server's threads and
  * share the router (its mutex) and the replica (read lock).
  * Admin: /readyz (ready with a policy and a state snapshot; detail gives seq, lag and the
- * aggregator followed), /metrics, /debug/state, /debug/model, POST /v1/route.
+ * aggregator followed), /metrics, /debug/state, /debug/model, /debug/policy (the version and
+ * hash of the policy in use), POST /v1/route.
  */
 #ifndef DECIDER_SERVER_H
 #define DECIDER_SERVER_H
@@ -67,7 +68,8 @@ decider_server_t *decider_server_new(const decider_server_config_t *config, ipl_
                                      char *err, size_t errlen);
 void decider_server_destroy(decider_server_t **self_p);
 
-/* Registers /v1/route and /debug/state and the readiness callback on `httpd`/the admin. */
+/* Registers /v1/route, /debug/state, /debug/model, /debug/policy and the readiness callback on
+ * `httpd`/the admin. */
 void decider_server_register(decider_server_t *self, ipl_httpd_t *httpd);
 bool decider_server_ready(void *arg, char *detail, size_t size);
 
