@@ -2,61 +2,50 @@
  * policy_compiler — YAML resources → checked, compiled ipl_policy_t.
  *
  * Two passes:
- *   1. per document (s_document): libyaml's document API gives a node tree with marks; each
- *      resource is checked field by field against its schema (s_fields rejects unknown and
- *      duplicate keys) and recorded as an s_wset_t or s_pool_t with the place of every name.
+ *   1. per document (s_document, called by policy_yaml_load): each resource is checked field
+ *      by field against its schema (policy_yaml_fields rejects unknown and duplicate keys).
+ *      Worker sets and pools are recorded here as s_wset_t / s_pool_t with the place of every
+ *      name; GatewayBackend and InferenceProvider go to policy_remote, InferencePolicy to
+ *      policy_rules.
  *   2. policy_compiler_finish: checks across resources (duplicate names, worker names unique
  *      cluster-wide, references, one pool per model and per worker set, consistent block
- *      sizes) and builds the sorted ipl_policy_t.
+ *      sizes, providers offering the pool's model), then policy_rules_finish (rule order,
+ *      references, shadowed rules, alias cycles), and builds the sorted ipl_policy_t and the
+ *      public views (policy_types.h).
  *
- * Every string the result points to lives in the compiler's arena (s_arena_*), freed at once
- * by policy_compiler_destroy.
+ * Every string the result points to lives in the policy_yaml_t's arena, freed at once by
+ * policy_compiler_destroy.
  */
 #include "policy_compiler.h"
 
-#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include <yaml.h>
-
 #include "ipl_strategy.h" // the one list of strategies
 #include "policy_digest.h"
-#include "ipl_suggest.h"
+#include "policy_remote.h"
+#include "policy_rules.h"
+#include "policy_yaml.h"
 
-#define S_MAX_NAME       63
-#define S_MAX_MODEL      256
-#define S_MAX_URL        1024
 #define S_MAX_BLOCK_SIZE 1024
-#define S_KNOWN_SHOWN    10 // names listed in "(known: ...)"
+#define S_MAX_LORA       64
+#define S_MAX_SELECTOR   32 // matchLabels; matchExpressions: 16
 
 #define S_STRATEGY(name, measurement) name,
 static const char *const s_strategies[] = {IPL_STRATEGIES(S_STRATEGY) NULL}; // for the hints
-static const char *const s_kinds[] = {"InferencePool", "InferenceWorkerSet", NULL};
-
-// ---- arena ------------------------------------------------------------------------------------
-
-typedef struct s_chunk {
-    struct s_chunk *next;
-    size_t used, size;
-    _Alignas(16) char data[];
-} s_chunk_t;
-
-typedef struct {
-    const char *file; // arena
-    size_t line, col; // 1-based
-} s_loc_t;
+static const char *const s_kinds[] = {"GatewayBackend",    "InferencePolicy",    "InferencePool",
+                                      "InferenceProvider", "InferenceWorkerSet", NULL};
+enum { S_BACKEND, S_POLICY, S_POOL, S_PROVIDER, S_WORKERSET };
 
 typedef struct {
     const char *name, *url, *kv, *replay, *metrics;
-    size_t index; // in its set's spec.workers
-    s_loc_t loc;  // of the name
+    size_t index;     // in its set's spec.workers
+    policy_loc_t loc; // of the name
 } s_worker_t;
 
 typedef struct {
@@ -64,518 +53,309 @@ typedef struct {
     uint64_t block_size;
     s_worker_t *workers;
     size_t nworkers;
-    s_loc_t loc;               // of metadata.name
+    policy_loc_t loc;          // of metadata.name
     const struct s_pool *pool; // the pool that targets it (finish)
-    s_loc_t pool_loc;
+    policy_loc_t pool_loc;
+    policy_workerset_t pub; // selector, ports, LoRA adapters, profile (filled while reading)
 } s_wset_t;
 
 typedef struct {
-    const char *set;
-    s_loc_t loc;
+    const char *set; // the worker set, or NULL for a provider target
+    policy_loc_t loc;
+    policy_target_t pub;
 } s_target_t;
 
 typedef struct s_pool {
     const char *name, *model, *strategy;
     s_target_t *targets;
     size_t ntargets;
-    s_loc_t loc, model_loc;
+    policy_loc_t loc, model_loc;
+    uint64_t slo_ttft_ms;
 } s_pool_t;
 
 struct policy_compiler {
-    s_chunk_t *arena;
-    char **errors, **warnings, **files;
-    size_t nerrors, nwarnings, nfiles, cap_errors, cap_warnings, cap_files;
-    size_t errors_dropped;
+    policy_yaml_t *yaml; // arena and messages
+    policy_remote_t *remote;
+    policy_rules_t *rules;
+    char **files;
+    size_t nfiles, cap_files;
     s_wset_t *sets;
     size_t nsets, cap_sets;
     s_pool_t *pools;
     size_t npools, cap_pools;
+    policy_workerset_t *pub_sets; // finish
+    policy_pool_t *pub_pools;
     bool finished;
     ipl_policy_t policy;
     bool has_policy;
 };
 
-static void *s_alloc(policy_compiler_t *self, size_t size)
+// spec.ports.<name>: a container port number or name.
+static void s_port(policy_doc_t *d, yaml_node_t *node, const char *path, policy_port_t *out)
 {
-    size = (size + 15) & ~(size_t)15;
-    s_chunk_t *c = self->arena;
-    if (!c || c->size - c->used < size) {
-        size_t want = size > 16384 ? size : 16384;
-        c = malloc(sizeof *c + want);
-        if (!c) abort(); // a policy is small; running out here is not recoverable
-        c->next = self->arena;
-        c->used = 0;
-        c->size = want;
-        self->arena = c;
-    }
-    void *p = c->data + c->used;
-    c->used += size;
-    memset(p, 0, size);
-    return p;
-}
-
-static char *s_strndup(policy_compiler_t *self, const char *s, size_t n)
-{
-    char *p = s_alloc(self, n + 1);
-    memcpy(p, s, n);
-    p[n] = '\0';
-    return p;
-}
-
-static char *s_strdup(policy_compiler_t *self, const char *s)
-{
-    return s_strndup(self, s, strlen(s));
-}
-
-// Grows a malloc'd array to hold at least n + 1 elements of `size` bytes.
-static void s_reserve(void **array, size_t *cap, size_t n, size_t size)
-{
-    if (n < *cap) return;
-    size_t want = *cap ? *cap * 2 : 8;
-    void *p = realloc(*array, want * size);
-    if (!p) abort();
-    *array = p;
-    *cap = want;
-}
-
-// ---- messages ---------------------------------------------------------------------------------
-
-static void s_push_line(char ***lines, size_t *n, size_t *cap, char *line)
-{
-    s_reserve((void **)lines, cap, *n, sizeof **lines);
-    (*lines)[(*n)++] = line;
-}
-
-static char *s_vformat(const char *fmt, va_list ap)
-{
-    char *out = NULL;
-    if (vasprintf(&out, fmt, ap) < 0) abort();
-    return out;
-}
-
-// "file:line:col: Kind "name": message" — kind and name may be NULL.
-static void s_report(policy_compiler_t *self, bool warning, const s_loc_t *loc, const char *kind,
-                     const char *name, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-static void s_report(policy_compiler_t *self, bool warning, const s_loc_t *loc, const char *kind,
-                     const char *name, const char *fmt, ...)
-{
-    if (!warning && self->nerrors >= POLICY_COMPILER_MAX_ERRORS) {
-        self->errors_dropped++;
+    if (!node || policy_yaml_is_null(node)) return;
+    const char *v = node->type == YAML_SCALAR_NODE ? (const char *)node->data.scalar.value : "";
+    if (node->type == YAML_SCALAR_NODE && node->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+        *v && strspn(v, "0123456789") == strlen(v)) {
+        uint64_t n = 0;
+        if (policy_yaml_uint(d, node, path, 1, 65535, &n))
+            *out = (policy_port_t){(uint32_t)n, NULL};
         return;
     }
-    va_list ap;
-    va_start(ap, fmt);
-    char *msg = s_vformat(fmt, ap);
-    va_end(ap);
-    char *line = NULL;
-    int rc;
-    if (kind && name)
-        rc = asprintf(&line, "%s:%zu:%zu: %s \"%s\": %s", loc->file, loc->line, loc->col, kind,
-                      name, msg);
-    else if (kind)
-        rc = asprintf(&line, "%s:%zu:%zu: %s (unnamed): %s", loc->file, loc->line, loc->col, kind,
-                      msg);
-    else
-        rc = asprintf(&line, "%s:%zu:%zu: %s", loc->file, loc->line, loc->col, msg);
-    free(msg);
-    if (rc < 0) abort();
-    if (warning)
-        s_push_line(&self->warnings, &self->nwarnings, &self->cap_warnings, line);
-    else
-        s_push_line(&self->errors, &self->nerrors, &self->cap_errors, line);
-}
-
-static size_t s_count(const char *const *list)
-{
-    size_t n = 0;
-    while (list[n])
-        n++;
-    return n;
-}
-
-// Writes "; did you mean "x"? (known: a, b, c)" for an unknown `word` into buf.
-static const char *s_hint(char *buf, size_t size, const char *word, const char *const *cands,
-                          size_t n)
-{
-    ipl_suggest_t suggest;
-    ipl_suggest_init(&suggest, word);
-    for (size_t i = 0; i < n; i++)
-        ipl_suggest_add(&suggest, cands[i]);
-    const char *close = ipl_suggest_best(&suggest);
-    int off =
-        close ? snprintf(buf, size, "; did you mean \"%s\"? ", close) : snprintf(buf, size, " ");
-    if (off >= 0 && (size_t)off < size)
-        ipl_suggest_known(buf + off, size - (size_t)off, cands, n, S_KNOWN_SHOWN);
-    return buf;
-}
-
-// ---- one document -----------------------------------------------------------------------------
-
-typedef struct {
-    policy_compiler_t *self;
-    const char *file;
-    yaml_document_t *doc;
-    const char *kind; // for messages, once known
-    const char *name;
-} s_doc_t;
-
-static s_loc_t s_loc(const s_doc_t *d, const yaml_node_t *node)
-{
-    s_loc_t loc = {d->file, 1, 1};
-    if (node) {
-        loc.line = node->start_mark.line + 1;
-        loc.col = node->start_mark.column + 1;
+    const char *name = policy_yaml_str(d, node, NULL, path, true);
+    if (!name) return;
+    // An IANA_SVC_NAME, as Kubernetes requires of a container port's name.
+    if (strlen(name) > 15 || !policy_yaml_valid_name(name) || strchr(name, '.')) {
+        policy_yaml_err(d, node,
+                        "%s \"%s\" is neither a port number (1..65535) nor a container port "
+                        "name (lower-case letters, digits and '-', at most 15 characters)",
+                        path, name);
+        return;
     }
-    return loc;
+    *out = (policy_port_t){0, name};
 }
 
-static void s_err(s_doc_t *d, const yaml_node_t *node, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void s_err(s_doc_t *d, const yaml_node_t *node, const char *fmt, ...)
+static void s_selector(policy_compiler_t *self, policy_doc_t *d, yaml_node_t *node,
+                       policy_workerset_t *pub)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    char *msg = s_vformat(fmt, ap);
-    va_end(ap);
-    s_loc_t loc = s_loc(d, node);
-    s_report(d->self, false, &loc, d->kind, d->name, "%s", msg);
-    free(msg);
-}
-
-static yaml_node_t *s_node(s_doc_t *d, int id)
-{
-    return yaml_document_get_node(d->doc, id);
-}
-
-static const char *s_what(const yaml_node_t *node)
-{
-    switch (node->type) {
-    case YAML_MAPPING_NODE:
-        return "a mapping";
-    case YAML_SEQUENCE_NODE:
-        return "a list";
-    default:
-        return "a scalar";
-    }
-}
-
-// A scalar that YAML would read as null (or an empty value).
-static bool s_is_null(const yaml_node_t *node)
-{
-    if (node->type != YAML_SCALAR_NODE || node->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return false;
-    const char *v = (const char *)node->data.scalar.value;
-    return !*v || !strcmp(v, "~") || !strcmp(v, "null") || !strcmp(v, "Null") || !strcmp(v, "NULL");
-}
-
-static void s_path(char *buf, size_t size, const char *prefix, const char *key)
-{
-    snprintf(buf, size, "%s%s%s", prefix, *prefix ? "." : "", key);
-}
-
-/* Looks up `key` in a mapping without reporting anything. */
-static yaml_node_t *s_lookup(s_doc_t *d, yaml_node_t *map, const char *key)
-{
-    if (!map || map->type != YAML_MAPPING_NODE) return NULL;
-    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
-         p++) {
-        yaml_node_t *k = s_node(d, p->key);
-        if (k && k->type == YAML_SCALAR_NODE && !strcmp((const char *)k->data.scalar.value, key))
-            return s_node(d, p->value);
-    }
-    return NULL;
-}
-
-/* Checks that `map` is a mapping whose keys are all in `known` (NULL-terminated), each at most
- * once, and stores each key's value node in out[i] (NULL when absent). `path` names the
- * mapping ("spec", "" for the top level). Returns false when `map` is not a mapping. */
-static bool s_fields(s_doc_t *d, yaml_node_t *map, const char *path, const char *const *known,
-                     yaml_node_t **out)
-{
-    size_t n = s_count(known);
-    for (size_t i = 0; i < n; i++)
-        out[i] = NULL;
-    if (map->type != YAML_MAPPING_NODE) {
-        s_err(d, map, "%s must be a mapping (key: value lines), got %s",
-              *path ? path : "the resource", s_what(map));
-        return false;
-    }
-    yaml_node_t *keys[32] = {0};
-    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
-         p++) {
-        yaml_node_t *k = s_node(d, p->key), *v = s_node(d, p->value);
-        if (!k || !v) continue;
-        if (k->type != YAML_SCALAR_NODE) {
-            s_err(d, k, "%s: keys must be plain names, got %s", *path ? path : "resource",
-                  s_what(k));
-            continue;
+    static const char *const fields[] = {"matchLabels", "matchExpressions", NULL};
+    static const char *const efields[] = {"key", "operator", "values", NULL};
+    static const char *const ops[] = {"In", "NotIn", "Exists", "DoesNotExist", NULL};
+    yaml_node_t *f[2];
+    if (!policy_yaml_fields(d, node, "spec.selector", fields, f)) return;
+    pub->has_selector = true;
+    if (!f[0] && !f[1])
+        policy_yaml_err(d, node,
+                        "spec.selector needs matchLabels or matchExpressions (an empty "
+                        "selector would select every pod)");
+    if (f[0] && f[0]->type != YAML_MAPPING_NODE) {
+        policy_yaml_err(d, f[0],
+                        "spec.selector.matchLabels must be a mapping (label: value), "
+                        "got %s",
+                        policy_yaml_what(f[0]));
+    } else if (f[0]) {
+        size_t n = (size_t)(f[0]->data.mapping.pairs.top - f[0]->data.mapping.pairs.start);
+        if (n > S_MAX_SELECTOR)
+            policy_yaml_err(d, f[0],
+                            "spec.selector.matchLabels has %zu labels, above the limit "
+                            "of %d",
+                            n, S_MAX_SELECTOR);
+        policy_label_t *labels = policy_yaml_alloc(self->yaml, n * sizeof *labels);
+        for (size_t i = 0; i < n && n <= S_MAX_SELECTOR; i++) {
+            yaml_node_pair_t *p = &f[0]->data.mapping.pairs.start[i];
+            yaml_node_t *k = policy_yaml_node(d, p->key), *v = policy_yaml_node(d, p->value);
+            const char *key = policy_yaml_str(d, k, f[0], "spec.selector.matchLabels key", true);
+            char at[320];
+            snprintf(at, sizeof at, "spec.selector.matchLabels.%s", key ? key : "?");
+            const char *value = policy_yaml_str(d, v, f[0], at, false);
+            if (key) labels[pub->nmatch_labels++] = (policy_label_t){key, value ? value : ""};
         }
-        const char *key = (const char *)k->data.scalar.value;
-        char field[256], hint[512];
-        s_path(field, sizeof field, path, key);
-        size_t i = 0;
-        while (i < n && strcmp(known[i], key))
-            i++;
-        if (i == n) {
-            s_err(d, k, "%s is not a known field%s", field,
-                  s_hint(hint, sizeof hint, key, known, n));
-            continue;
-        }
-        if (out[i]) {
-            s_err(d, k, "%s is given twice (first at line %zu); remove one", field,
-                  keys[i]->start_mark.line + 1);
-            continue;
-        }
-        out[i] = v;
-        keys[i] = k;
+        pub->match_labels = labels;
     }
-    return true;
-}
-
-/* A string field. Absent, null or empty → NULL (an error when `required`). */
-static const char *s_str(s_doc_t *d, yaml_node_t *node, yaml_node_t *parent, const char *path,
-                         bool required)
-{
-    if (!node || s_is_null(node)) {
-        if (required) s_err(d, node ? node : parent, "%s is required", path);
-        return NULL;
-    }
-    if (node->type != YAML_SCALAR_NODE) {
-        s_err(d, node, "%s must be a string, got %s", path, s_what(node));
-        return NULL;
-    }
-    const char *v = (const char *)node->data.scalar.value;
-    size_t len = node->data.scalar.length;
-    for (size_t i = 0; i < len; i++) {
-        if (v[i] == '\0' || (unsigned char)v[i] < 0x20 || v[i] == 0x7f) {
-            s_err(d, node, "%s contains a control character; use plain text", path);
-            return NULL;
-        }
-    }
-    if (len == 0) {
-        if (required) s_err(d, node, "%s is required (it is empty)", path);
-        return NULL;
-    }
-    return s_strndup(d->self, v, len);
-}
-
-// A lower-case DNS-style name, as Kubernetes requires of metadata.name.
-static bool s_valid_name(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > S_MAX_NAME || !isalnum((unsigned char)s[0]) ||
-        !isalnum((unsigned char)s[n - 1]))
-        return false;
+    yaml_node_t *list = policy_yaml_list(d, f[1], node, "spec.selector.matchExpressions",
+                                         "expressions ({key, operator, values})", false, 16);
+    if (!list) return;
+    size_t n = policy_yaml_len(list);
+    policy_select_expr_t *exprs = policy_yaml_alloc(self->yaml, n * sizeof *exprs);
     for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (!(islower(c) || isdigit(c) || c == '-' || c == '.')) return false;
+        yaml_node_t *e[3];
+        char base[64], at[96];
+        yaml_node_t *item = policy_yaml_entry(d, list, i, "spec.selector.matchExpressions", efields,
+                                              e, base, sizeof base);
+        if (!item) continue;
+        snprintf(at, sizeof at, "%s.key", base);
+        const char *key = policy_yaml_str(d, e[0], item, at, true);
+        snprintf(at, sizeof at, "%s.operator", base);
+        int op = policy_yaml_enum(d, e[1], item, at, ops, true);
+        snprintf(at, sizeof at, "%s.values", base);
+        policy_select_expr_t x = {.key = key, .op = (policy_select_op_t)op};
+        x.values =
+            policy_yaml_words(d, e[2], item, at, 64, POLICY_YAML_MAX_NAME, false, &x.nvalues);
+        bool needs = op == POLICY_SELECT_IN || op == POLICY_SELECT_NOT_IN;
+        if (op >= 0 && needs != (x.nvalues > 0)) {
+            policy_yaml_err(d, e[2] ? e[2] : item, "%s: operator %s %s", at, ops[op],
+                            needs ? "needs a non-empty list of values" : "takes no values");
+            continue;
+        }
+        if (key && op >= 0) exprs[pub->nmatch_exprs++] = x;
     }
-    return true;
+    pub->match_exprs = exprs;
 }
 
-static const char *s_name(s_doc_t *d, yaml_node_t *node, yaml_node_t *parent, const char *path)
+// The InferenceWorkerSet fields beyond model, blockSize and workers.
+static void s_workerset_more(policy_compiler_t *self, policy_doc_t *d, yaml_node_t *spec,
+                             yaml_node_t **f, s_wset_t *set)
 {
-    const char *name = s_str(d, node, parent, path, true);
-    if (name && !s_valid_name(name)) {
-        s_err(d, node,
-              "%s \"%s\" is not a valid name: use lower-case letters, digits, '-' and '.', "
-              "starting and ending with a letter or digit, at most %d characters",
-              path, name, S_MAX_NAME);
-        return NULL;
+    static const char *const pfields[] = {"api", "kvEvents", "replay", "metrics", NULL};
+    policy_workerset_t *pub = &set->pub;
+    if (f[3]) s_selector(self, d, f[3], pub);
+    yaml_node_t *p[4];
+    if (f[4] && policy_yaml_fields(d, f[4], "spec.ports", pfields, p)) {
+        if (!f[3])
+            policy_yaml_warn(d, f[4],
+                             "spec.ports is only used with spec.selector; remove it or "
+                             "add a selector");
+        if (!p[0]) policy_yaml_err(d, f[4], "spec.ports.api is required: the pods' API port");
+        s_port(d, p[0], "spec.ports.api", &pub->api_port);
+        s_port(d, p[1], "spec.ports.kvEvents", &pub->kv_events_port);
+        s_port(d, p[2], "spec.ports.replay", &pub->replay_port);
+        s_port(d, p[3], "spec.ports.metrics", &pub->metrics_port);
+        if (p[2] && !p[1])
+            policy_yaml_err(d, p[2],
+                            "spec.ports.replay is set but spec.ports.kvEvents is not; "
+                            "replay needs the KV-event stream");
     }
-    return name;
+    if (f[3] && !f[4])
+        policy_yaml_err(d, f[3],
+                        "spec.selector needs spec.ports (at least api: the port of "
+                        "vLLM's API on the selected pods)");
+    if (!f[2] && !f[3])
+        policy_yaml_err(d, spec,
+                        "spec.workers is required: a list of workers ({name, url, "
+                        "kvEvents}), or give a spec.selector (with spec.ports) that "
+                        "finds them");
+    else if (!f[2])
+        policy_yaml_warn(d, f[3],
+                         "spec.selector finds pods only in Kubernetes mode; read from "
+                         "files this worker set has no workers");
+    pub->lora_adapters = policy_yaml_words(d, f[5], spec, "spec.loraAdapters", S_MAX_LORA,
+                                           POLICY_YAML_MAX_MODEL, false, &pub->nlora_adapters);
+    pub->profile = policy_yaml_opt_name(d, f[6], spec, "spec.profile");
 }
 
-static bool s_has_space(const char *s)
+static void s_workerset(policy_compiler_t *self, policy_doc_t *d, yaml_node_t *spec,
+                        yaml_node_t *name_node)
 {
-    for (; *s; s++)
-        if (isspace((unsigned char)*s)) return true;
-    return false;
-}
-
-// http(s)://host[:port][/path], without a trailing '/' (we append API paths to it).
-static const char *s_url(s_doc_t *d, yaml_node_t *node, yaml_node_t *parent, const char *path,
-                         bool required)
-{
-    char *url = (char *)s_str(d, node, parent, path, required);
-    if (!url) return NULL;
-    const char *host = !strncmp(url, "http://", 7)    ? url + 7
-                       : !strncmp(url, "https://", 8) ? url + 8
-                                                      : NULL;
-    if (!host || !*host || *host == '/' || s_has_space(url) || strlen(url) > S_MAX_URL) {
-        s_err(d, node, "%s \"%s\" is not an HTTP URL; write it like http://10.0.0.5:8000", path,
-              url);
-        return NULL;
-    }
-    size_t n = strlen(url);
-    while (n > 0 && url[n - 1] == '/' && url + n - 1 > host)
-        url[--n] = '\0';
-    return url;
-}
-
-// A ZeroMQ endpoint we can connect to: tcp://host:port or ipc://path.
-static const char *s_endpoint(s_doc_t *d, yaml_node_t *node, yaml_node_t *parent, const char *path)
-{
-    const char *ep = s_str(d, node, parent, path, false);
-    if (!ep) return NULL;
-    bool ok = !s_has_space(ep) && strlen(ep) <= S_MAX_URL;
-    if (ok && !strncmp(ep, "tcp://", 6)) {
-        const char *colon = strrchr(ep + 6, ':');
-        ok = colon && colon > ep + 6 && colon[1] &&
-             strspn(colon + 1, "0123456789") == strlen(colon + 1);
-    } else if (ok) {
-        ok = !strncmp(ep, "ipc://", 6) && ep[6];
-    }
-    if (!ok) {
-        s_err(d, node, "%s \"%s\" is not a ZeroMQ endpoint; write it like tcp://10.0.0.5:5557",
-              path, ep);
-        return NULL;
-    }
-    return ep;
-}
-
-static bool s_uint(s_doc_t *d, yaml_node_t *node, const char *path, uint64_t min, uint64_t max,
-                   uint64_t *out)
-{
-    if (!node || s_is_null(node)) return true; // keep the default
-    const char *v = node->type == YAML_SCALAR_NODE ? (const char *)node->data.scalar.value : "";
-    bool digits = node->type == YAML_SCALAR_NODE &&
-                  node->data.scalar.style == YAML_PLAIN_SCALAR_STYLE && *v &&
-                  strspn(v, "0123456789") == strlen(v) && strlen(v) < 19;
-    uint64_t value = digits ? strtoull(v, NULL, 10) : 0;
-    if (!digits || value < min || value > max) {
-        if (node->type == YAML_SCALAR_NODE)
-            s_err(d, node, "%s must be a whole number from %llu to %llu, got \"%s\"", path,
-                  (unsigned long long)min, (unsigned long long)max, v);
-        else
-            s_err(d, node, "%s must be a whole number from %llu to %llu, got %s", path,
-                  (unsigned long long)min, (unsigned long long)max, s_what(node));
-        return false;
-    }
-    *out = value;
-    return true;
-}
-
-// A non-empty list; NULL (with an error) otherwise.
-static yaml_node_t *s_list(s_doc_t *d, yaml_node_t *node, yaml_node_t *parent, const char *path,
-                           const char *what)
-{
-    if (!node || s_is_null(node)) {
-        s_err(d, node ? node : parent, "%s is required: a list of %s", path, what);
-        return NULL;
-    }
-    if (node->type != YAML_SEQUENCE_NODE) {
-        s_err(d, node, "%s must be a list of %s (lines starting with '- '), got %s", path, what,
-              s_what(node));
-        return NULL;
-    }
-    if (node->data.sequence.items.top == node->data.sequence.items.start) {
-        s_err(d, node, "%s is empty; list at least one of %s", path, what);
-        return NULL;
-    }
-    return node;
-}
-
-static const char *s_model(s_doc_t *d, yaml_node_t *node, yaml_node_t *parent, const char *path)
-{
-    const char *model = s_str(d, node, parent, path, true);
-    if (model && (s_has_space(model) || strlen(model) > S_MAX_MODEL)) {
-        s_err(d, node, "%s \"%s\" is not a model name (no spaces, at most %d characters)", path,
-              model, S_MAX_MODEL);
-        return NULL;
-    }
-    return model;
-}
-
-static void s_workerset(s_doc_t *d, yaml_node_t *spec, yaml_node_t *name_node)
-{
-    static const char *const fields[] = {"model", "blockSize", "workers", NULL};
+    static const char *const fields[] = {"model", "blockSize",    "workers", "selector",
+                                         "ports", "loraAdapters", "profile", NULL};
     static const char *const wfields[] = {"name", "url", "kvEvents", "replay", "metrics", NULL};
-    yaml_node_t *f[3];
-    if (!s_fields(d, spec, "spec", fields, f)) return;
-    policy_compiler_t *self = d->self;
-    s_wset_t set = {.name = d->name, .loc = s_loc(d, name_node)};
-    set.model = s_model(d, f[0], spec, "spec.model");
+    yaml_node_t *f[7];
+    if (!policy_yaml_fields(d, spec, "spec", fields, f)) return;
+    s_wset_t set = {.name = d->name, .loc = policy_yaml_loc(d, name_node)};
+    set.model = policy_yaml_model(d, f[0], spec, "spec.model");
     set.block_size = POLICY_DEFAULT_BLOCK_SIZE;
-    s_uint(d, f[1], "spec.blockSize", 1, S_MAX_BLOCK_SIZE, &set.block_size);
-    yaml_node_t *list = s_list(d, f[2], spec, "spec.workers", "workers ({name, url, kvEvents})");
+    policy_yaml_uint(d, f[1], "spec.blockSize", 1, S_MAX_BLOCK_SIZE, &set.block_size);
+    s_workerset_more(self, d, spec, f, &set);
+    yaml_node_t *list = policy_yaml_list(d, f[2], spec, "spec.workers",
+                                         "workers ({name, url, kvEvents})", f[2] != NULL, SIZE_MAX);
     if (list) {
-        size_t n = list->data.sequence.items.top - list->data.sequence.items.start;
-        set.workers = s_alloc(self, n * sizeof *set.workers);
+        size_t n = policy_yaml_len(list);
+        set.workers = policy_yaml_alloc(self->yaml, n * sizeof *set.workers);
         for (size_t i = 0; i < n; i++) {
-            yaml_node_t *item = s_node(d, list->data.sequence.items.start[i]), *w[5];
+            yaml_node_t *item = policy_yaml_item(d, list, i), *w[5];
             char base[64], path[128];
             snprintf(base, sizeof base, "spec.workers[%zu]", i);
-            if (!item || !s_fields(d, item, base, wfields, w)) continue;
-            s_worker_t wk = {.index = i, .loc = s_loc(d, w[0] ? w[0] : item)};
+            if (!item || !policy_yaml_fields(d, item, base, wfields, w)) continue;
+            s_worker_t wk = {.index = i, .loc = policy_yaml_loc(d, w[0] ? w[0] : item)};
             snprintf(path, sizeof path, "%s.name", base);
-            wk.name = s_name(d, w[0], item, path);
+            wk.name = policy_yaml_name(d, w[0], item, path);
             snprintf(path, sizeof path, "%s.url", base);
-            wk.url = s_url(d, w[1], item, path, true);
+            wk.url = policy_yaml_url(d, w[1], item, path, true);
             snprintf(path, sizeof path, "%s.kvEvents", base);
-            wk.kv = s_endpoint(d, w[2], item, path);
+            wk.kv = policy_yaml_endpoint(d, w[2], item, path);
             snprintf(path, sizeof path, "%s.replay", base);
-            wk.replay = s_endpoint(d, w[3], item, path);
+            wk.replay = policy_yaml_endpoint(d, w[3], item, path);
             if (wk.replay && !wk.kv)
-                s_err(d, w[3], "%s is set but %s.kvEvents is not; replay needs the KV-event stream",
-                      path, base);
+                policy_yaml_err(
+                    d, w[3], "%s is set but %s.kvEvents is not; replay needs the KV-event stream",
+                    path, base);
             snprintf(path, sizeof path, "%s.metrics", base);
-            wk.metrics = s_url(d, w[4], item, path, false);
+            wk.metrics = policy_yaml_url(d, w[4], item, path, false);
             if (!wk.metrics && wk.url && !w[4]) {
-                char *m = s_alloc(self, strlen(wk.url) + sizeof "/metrics");
+                char *m = policy_yaml_alloc(self->yaml, strlen(wk.url) + sizeof "/metrics");
                 sprintf(m, "%s/metrics", wk.url);
                 wk.metrics = m;
             }
             if (wk.name && wk.url) set.workers[set.nworkers++] = wk;
         }
     }
-    s_reserve((void **)&self->sets, &self->cap_sets, self->nsets, sizeof *self->sets);
+    policy_yaml_reserve((void **)&self->sets, &self->cap_sets, self->nsets, sizeof *self->sets);
     self->sets[self->nsets++] = set;
 }
 
-static void s_pool(s_doc_t *d, yaml_node_t *spec, yaml_node_t *name_node)
+static void s_target(policy_doc_t *d, yaml_node_t *item, size_t i, s_pool_t *pool)
 {
-    static const char *const fields[] = {"model", "strategy", "targets", NULL};
-    static const char *const tfields[] = {"workerSet", NULL};
-    yaml_node_t *f[3];
-    if (!s_fields(d, spec, "spec", fields, f)) return;
-    policy_compiler_t *self = d->self;
-    s_pool_t pool = {.name = d->name, .loc = s_loc(d, name_node), .model_loc = s_loc(d, f[0])};
-    pool.model = s_model(d, f[0], spec, "spec.model");
-    pool.strategy = s_str(d, f[1], spec, "spec.strategy", false);
+    static const char *const tfields[] = {"workerSet", "provider", "role", "weight", NULL};
+    static const char *const roles[] = {"primary", "overflow", "batch", NULL};
+    yaml_node_t *t[4];
+    char base[64], path[128];
+    snprintf(base, sizeof base, "spec.targets[%zu]", i);
+    if (!item || !policy_yaml_fields(d, item, base, tfields, t)) return;
+    if (t[0] && t[1]) {
+        policy_yaml_err(d, t[1],
+                        "%s names both a workerSet and a provider; give exactly one "
+                        "(two targets for both)",
+                        base);
+        return;
+    }
+    if (!t[0] && !t[1]) {
+        policy_yaml_err(d, item, "%s names neither a workerSet nor a provider; give exactly one",
+                        base);
+        return;
+    }
+    snprintf(path, sizeof path, "%s.%s", base, t[1] ? "provider" : "workerSet");
+    const char *name =
+        t[1] ? policy_yaml_name(d, t[1], item, path) : policy_yaml_str(d, t[0], item, path, true);
+    snprintf(path, sizeof path, "%s.role", base);
+    int role = policy_yaml_enum(d, t[2], item, path, roles, false);
+    uint64_t weight = 1;
+    snprintf(path, sizeof path, "%s.weight", base);
+    policy_yaml_uint(d, t[3], path, 1, 1000, &weight);
+    if (!name) return;
+    policy_loc_t loc = policy_yaml_loc(d, t[1] ? t[1] : t[0]);
+    pool->targets[pool->ntargets++] = (s_target_t){
+        .set = t[0] ? name : NULL,
+        .loc = loc,
+        .pub = {t[1] ? POLICY_TARGET_PROVIDER : POLICY_TARGET_WORKER_SET, name,
+                role < 0 ? POLICY_ROLE_PRIMARY : (policy_role_t)role, (uint32_t)weight, loc},
+    };
+}
+
+static void s_pool(policy_compiler_t *self, policy_doc_t *d, yaml_node_t *spec,
+                   yaml_node_t *name_node)
+{
+    static const char *const fields[] = {"model", "strategy", "targets", "slo", NULL};
+    static const char *const sfields[] = {"ttftMs", NULL};
+    yaml_node_t *f[4];
+    if (!policy_yaml_fields(d, spec, "spec", fields, f)) return;
+    s_pool_t pool = {.name = d->name,
+                     .loc = policy_yaml_loc(d, name_node),
+                     .model_loc = policy_yaml_loc(d, f[0])};
+    pool.model = policy_yaml_model(d, f[0], spec, "spec.model");
+    pool.strategy = policy_yaml_str(d, f[1], spec, "spec.strategy", false);
     if (pool.strategy && !ipl_strategy_known(pool.strategy)) {
         char hint[512];
-        s_err(d, f[1], "spec.strategy \"%s\" is not a known strategy%s", pool.strategy,
-              s_hint(hint, sizeof hint, pool.strategy, s_strategies, s_count(s_strategies)));
+        policy_yaml_err(d, f[1], "spec.strategy \"%s\" is not a known strategy%s", pool.strategy,
+                        policy_yaml_hint(hint, sizeof hint, pool.strategy, s_strategies,
+                                         policy_yaml_count(s_strategies)));
         pool.strategy = NULL;
     }
-    yaml_node_t *list = s_list(d, f[2], spec, "spec.targets", "targets ({workerSet: name})");
+    yaml_node_t *s[1];
+    if (f[3] && policy_yaml_fields(d, f[3], "spec.slo", sfields, s))
+        policy_yaml_uint(d, s[0], "spec.slo.ttftMs", 1, 600000, &pool.slo_ttft_ms);
+    yaml_node_t *list =
+        policy_yaml_list(d, f[2], spec, "spec.targets",
+                         "targets ({workerSet | provider, role, weight})", true, SIZE_MAX);
     if (list) {
-        size_t n = list->data.sequence.items.top - list->data.sequence.items.start;
+        size_t n = policy_yaml_len(list);
         if (n > POLICY_COMPILER_MAX_TARGETS) {
-            s_err(d, list,
-                  "spec.targets lists %zu worker sets, above the limit of %d; merge "
-                  "worker sets",
-                  n, POLICY_COMPILER_MAX_TARGETS);
+            policy_yaml_err(d, list,
+                            "spec.targets lists %zu targets, above the limit of %d; merge "
+                            "worker sets",
+                            n, POLICY_COMPILER_MAX_TARGETS);
             n = POLICY_COMPILER_MAX_TARGETS;
         }
-        pool.targets = s_alloc(self, n * sizeof *pool.targets);
-        for (size_t i = 0; i < n; i++) {
-            yaml_node_t *item = s_node(d, list->data.sequence.items.start[i]), *t[1];
-            char base[64], path[128];
-            snprintf(base, sizeof base, "spec.targets[%zu]", i);
-            if (!item || !s_fields(d, item, base, tfields, t)) continue;
-            snprintf(path, sizeof path, "%s.workerSet", base);
-            const char *set = s_str(d, t[0], item, path, true);
-            if (set) pool.targets[pool.ntargets++] = (s_target_t){set, s_loc(d, t[0])};
-        }
+        pool.targets = policy_yaml_alloc(self->yaml, n * sizeof *pool.targets);
+        for (size_t i = 0; i < n; i++)
+            s_target(d, policy_yaml_item(d, list, i), i, &pool);
     }
-    s_reserve((void **)&self->pools, &self->cap_pools, self->npools, sizeof *self->pools);
+    policy_yaml_reserve((void **)&self->pools, &self->cap_pools, self->npools, sizeof *self->pools);
     self->pools[self->npools++] = pool;
 }
 
-static void s_document(s_doc_t *d, yaml_node_t *root)
+static void s_document(void *arg, policy_doc_t *d, yaml_node_t *root)
 {
+    policy_compiler_t *self = arg;
     static const char *const top[] = {"apiVersion", "kind", "metadata", "spec", "status", NULL};
     // Kubernetes ObjectMeta fields we tolerate (kubectl output carries them); only name is used.
     static const char *const meta[] = {"name",
@@ -592,77 +372,83 @@ static void s_document(s_doc_t *d, yaml_node_t *root)
                                        "generateName",
                                        NULL};
     if (root->type != YAML_MAPPING_NODE) {
-        s_err(d, root,
-              "a resource must be a mapping with apiVersion, kind, metadata and spec; "
-              "got %s",
-              s_what(root));
+        policy_yaml_err(d, root,
+                        "a resource must be a mapping with apiVersion, kind, metadata and spec; "
+                        "got %s",
+                        policy_yaml_what(root));
         return;
     }
     // Name the resource in every message, even those about fields that come before its kind.
-    yaml_node_t *kind_node = s_lookup(d, root, "kind");
-    yaml_node_t *name_node = s_lookup(d, s_lookup(d, root, "metadata"), "name");
-    size_t nkinds = s_count(s_kinds);
+    yaml_node_t *kind_node = policy_yaml_lookup(d, root, "kind");
+    yaml_node_t *name_node = policy_yaml_lookup(d, policy_yaml_lookup(d, root, "metadata"), "name");
+    size_t nkinds = policy_yaml_count(s_kinds);
     for (size_t i = 0; i < nkinds && kind_node; i++)
         if (kind_node->type == YAML_SCALAR_NODE &&
             !strcmp((const char *)kind_node->data.scalar.value, s_kinds[i]))
             d->kind = s_kinds[i];
-    if (name_node && name_node->type == YAML_SCALAR_NODE && !s_is_null(name_node))
-        d->name = s_strdup(d->self, (const char *)name_node->data.scalar.value);
+    if (name_node && name_node->type == YAML_SCALAR_NODE && !policy_yaml_is_null(name_node))
+        d->name = policy_yaml_strdup(d->yaml, (const char *)name_node->data.scalar.value);
 
     yaml_node_t *f[5], *m[12];
-    s_fields(d, root, "", top, f);
-    const char *kind = s_str(d, f[1], root, "kind", true);
+    policy_yaml_fields(d, root, "", top, f);
+    const char *kind = policy_yaml_str(d, f[1], root, "kind", true);
     if (kind && !d->kind) {
         char hint[512];
-        s_err(d, f[1], "kind \"%s\" is not known%s", kind,
-              s_hint(hint, sizeof hint, kind, s_kinds, nkinds));
+        policy_yaml_err(d, f[1], "kind \"%s\" is not known%s", kind,
+                        policy_yaml_hint(hint, sizeof hint, kind, s_kinds, nkinds));
     }
-    const char *api = s_str(d, f[0], root, "apiVersion", true);
+    const char *api = policy_yaml_str(d, f[0], root, "apiVersion", true);
     if (api && strcmp(api, POLICY_API_VERSION))
-        s_err(d, f[0], "apiVersion \"%s\" is not supported; use %s", api, POLICY_API_VERSION);
+        policy_yaml_err(d, f[0], "apiVersion \"%s\" is not supported; use %s", api,
+                        POLICY_API_VERSION);
     const char *name = NULL;
     if (!f[2])
-        s_err(d, root, "metadata is required (with a name)");
-    else if (s_fields(d, f[2], "metadata", meta, m))
-        name = s_name(d, m[0], f[2], "metadata.name");
-    if (!f[3] || s_is_null(f[3])) {
-        s_err(d, f[3] ? f[3] : root, "spec is required");
+        policy_yaml_err(d, root, "metadata is required (with a name)");
+    else if (policy_yaml_fields(d, f[2], "metadata", meta, m))
+        name = policy_yaml_name(d, m[0], f[2], "metadata.name");
+    if (!f[3] || policy_yaml_is_null(f[3])) {
+        policy_yaml_err(d, f[3] ? f[3] : root, "spec is required");
         return;
     }
     if (!d->kind || !name || !api || strcmp(api, POLICY_API_VERSION))
         return; // reported above; the spec cannot be checked against an unknown schema
     d->name = name;
-    if (d->kind == s_kinds[1])
-        s_workerset(d, f[3], m[0]);
+    if (d->kind == s_kinds[S_WORKERSET])
+        s_workerset(self, d, f[3], m[0]);
+    else if (d->kind == s_kinds[S_POOL])
+        s_pool(self, d, f[3], m[0]);
+    else if (d->kind == s_kinds[S_BACKEND])
+        policy_remote_add_backend(self->remote, d, f[3], m[0]);
+    else if (d->kind == s_kinds[S_PROVIDER])
+        policy_remote_add_provider(self->remote, d, f[3], m[0]);
     else
-        s_pool(d, f[3], m[0]);
+        policy_rules_add(self->rules, d, f[3], m[0]);
 }
 
 // ---- public: input ----------------------------------------------------------------------------
 
 policy_compiler_t *policy_compiler_new(void)
 {
-    return calloc(1, sizeof(policy_compiler_t));
+    policy_compiler_t *self = calloc(1, sizeof *self);
+    if (!self) abort();
+    self->yaml = policy_yaml_new(POLICY_COMPILER_MAX_ERRORS);
+    self->remote = policy_remote_new(self->yaml);
+    self->rules = policy_rules_new(self->yaml);
+    return self;
 }
 
 void policy_compiler_destroy(policy_compiler_t **self_p)
 {
     if (!self_p || !*self_p) return;
     policy_compiler_t *self = *self_p;
-    for (size_t i = 0; i < self->nerrors; i++)
-        free(self->errors[i]);
-    for (size_t i = 0; i < self->nwarnings; i++)
-        free(self->warnings[i]);
-    free(self->errors);
-    free(self->warnings);
+    policy_rules_destroy(&self->rules);
+    policy_remote_destroy(&self->remote);
     free(self->files); // strings are in the arena
     free(self->sets);
     free(self->pools);
-    while (self->arena) {
-        s_chunk_t *next = self->arena->next;
-        free(self->arena);
-        self->arena = next;
-    }
+    free(self->pub_sets);
+    free(self->pub_pools);
+    policy_yaml_destroy(&self->yaml); // last: every string lives in its arena
     free(self);
     *self_p = NULL;
 }
@@ -670,59 +456,31 @@ void policy_compiler_destroy(policy_compiler_t **self_p)
 int policy_compiler_add_string(policy_compiler_t *self, const char *name, const char *yaml,
                                size_t len)
 {
-    size_t before = self->nerrors + self->errors_dropped;
-    const char *file = s_strdup(self, name ? name : "<string>");
-    s_push_line(&self->files, &self->nfiles, &self->cap_files, (char *)file);
-
-    yaml_parser_t parser;
-    if (!yaml_parser_initialize(&parser)) abort();
-    yaml_parser_set_input_string(&parser, (const unsigned char *)yaml, len);
-    while (true) {
-        yaml_document_t doc;
-        if (!yaml_parser_load(&parser, &doc)) {
-            s_loc_t loc = {file, parser.problem_mark.line + 1, parser.problem_mark.column + 1};
-            if (parser.context)
-                s_report(self, false, &loc, NULL, NULL,
-                         "YAML syntax error: %s %s (line %zu, column %zu); fix the indentation "
-                         "or quoting there",
-                         parser.problem ? parser.problem : "invalid YAML", parser.context,
-                         parser.context_mark.line + 1, parser.context_mark.column + 1);
-            else
-                s_report(self, false, &loc, NULL, NULL, "YAML syntax error: %s",
-                         parser.problem ? parser.problem : "invalid YAML");
-            break; // the parser cannot resynchronise after an error
-        }
-        yaml_node_t *root = yaml_document_get_root_node(&doc);
-        if (!root) { // end of the stream
-            yaml_document_delete(&doc);
-            break;
-        }
-        if (!s_is_null(root)) { // an empty document (a stray ---) holds nothing
-            s_doc_t d = {.self = self, .file = file, .doc = &doc};
-            s_document(&d, root);
-        }
-        yaml_document_delete(&doc);
-    }
-    yaml_parser_delete(&parser);
-    return (int)(self->nerrors + self->errors_dropped - before);
+    size_t before = policy_yaml_error_count(self->yaml);
+    const char *file = policy_yaml_strdup(self->yaml, name ? name : "<string>");
+    policy_yaml_reserve((void **)&self->files, &self->cap_files, self->nfiles, sizeof *self->files);
+    self->files[self->nfiles++] = (char *)file;
+    policy_yaml_load(self->yaml, file, yaml, len, s_document, self);
+    return (int)(policy_yaml_error_count(self->yaml) - before);
 }
 
 int policy_compiler_add_file(policy_compiler_t *self, const char *path, const char *name)
 {
     if (!name) name = path;
-    s_loc_t loc = {s_strdup(self, name), 1, 1};
+    policy_loc_t loc = {policy_yaml_strdup(self->yaml, name), 1, 1};
     FILE *f = fopen(path, "rb");
     struct stat st;
     if (!f || fstat(fileno(f), &st) != 0) {
-        s_report(self, false, &loc, NULL, NULL, "cannot read the file: %s", strerror(errno));
+        policy_yaml_report(self->yaml, false, &loc, NULL, NULL, "cannot read the file: %s",
+                           strerror(errno));
         if (f) fclose(f);
         return 1;
     }
     if ((size_t)st.st_size > POLICY_COMPILER_MAX_FILE_BYTES) {
-        s_report(self, false, &loc, NULL, NULL,
-                 "the file is %lld bytes, above the %u-byte limit; "
-                 "split it into several files",
-                 (long long)st.st_size, POLICY_COMPILER_MAX_FILE_BYTES);
+        policy_yaml_report(self->yaml, false, &loc, NULL, NULL,
+                           "the file is %lld bytes, above the %u-byte limit; "
+                           "split it into several files",
+                           (long long)st.st_size, POLICY_COMPILER_MAX_FILE_BYTES);
         fclose(f);
         return 1;
     }
@@ -749,11 +507,11 @@ static int s_strcmp_p(const void *a, const void *b)
 
 int policy_compiler_add_dir(policy_compiler_t *self, const char *dir)
 {
-    s_loc_t loc = {s_strdup(self, dir), 1, 1};
+    policy_loc_t loc = {policy_yaml_strdup(self->yaml, dir), 1, 1};
     DIR *dp = opendir(dir);
     if (!dp) {
-        s_report(self, false, &loc, NULL, NULL, "cannot open the policy directory: %s",
-                 strerror(errno));
+        policy_yaml_report(self->yaml, false, &loc, NULL, NULL,
+                           "cannot open the policy directory: %s", strerror(errno));
         return 1;
     }
     char **names = NULL;
@@ -761,14 +519,14 @@ int policy_compiler_add_dir(policy_compiler_t *self, const char *dir)
     struct dirent *e;
     while ((e = readdir(dp)))
         if (policy_compiler_is_policy_file(e->d_name)) {
-            s_reserve((void **)&names, &cap, n, sizeof *names);
+            policy_yaml_reserve((void **)&names, &cap, n, sizeof *names);
             names[n++] = strdup(e->d_name);
         }
     closedir(dp);
     if (n == 0) {
-        s_report(self, false, &loc, NULL, NULL,
-                 "no *.yaml files in the policy directory; add InferenceWorkerSet and "
-                 "InferencePool resources (see examples/policy/)");
+        policy_yaml_report(self->yaml, false, &loc, NULL, NULL,
+                           "no *.yaml files in the policy directory; add InferenceWorkerSet and "
+                           "InferencePool resources (see examples/policy/)");
         free(names);
         return 1;
     }
@@ -789,9 +547,8 @@ int policy_compiler_add_dir(policy_compiler_t *self, const char *dir)
 
 static s_wset_t *s_find_set(policy_compiler_t *self, const char *name)
 {
-    for (size_t i = 0; i < self->nsets; i++)
-        if (!strcmp(self->sets[i].name, name)) return &self->sets[i];
-    return NULL;
+    return (s_wset_t *)policy_yaml_find(self->sets, self->nsets, sizeof *self->sets,
+                                        offsetof(s_wset_t, name), name);
 }
 
 static int s_set_cmp(const void *a, const void *b)
@@ -807,26 +564,19 @@ static int s_pool_cmp(const void *a, const void *b)
 static void s_check_names(policy_compiler_t *self)
 {
     static const char *kset = "InferenceWorkerSet", *kpool = "InferencePool";
-    for (size_t i = 0; i < self->nsets; i++)
-        for (size_t j = 0; j < i; j++)
-            if (!strcmp(self->sets[i].name, self->sets[j].name))
-                s_report(self, false, &self->sets[i].loc, kset, self->sets[i].name,
-                         "metadata.name is already used by the InferenceWorkerSet at %s:%zu:%zu; "
-                         "rename one of them",
-                         self->sets[j].loc.file, self->sets[j].loc.line, self->sets[j].loc.col);
+    policy_yaml_unique(self->yaml, kset, self->sets, self->nsets, sizeof *self->sets,
+                       offsetof(s_wset_t, name), offsetof(s_wset_t, loc));
+    policy_yaml_unique(self->yaml, kpool, self->pools, self->npools, sizeof *self->pools,
+                       offsetof(s_pool_t, name), offsetof(s_pool_t, loc));
     for (size_t i = 0; i < self->npools; i++)
         for (size_t j = 0; j < i; j++) {
             s_pool_t *a = &self->pools[i], *b = &self->pools[j];
-            if (!strcmp(a->name, b->name))
-                s_report(self, false, &a->loc, kpool, a->name,
-                         "metadata.name is already used by the InferencePool at %s:%zu:%zu; "
-                         "rename one of them",
-                         b->loc.file, b->loc.line, b->loc.col);
-            else if (a->model && b->model && !strcmp(a->model, b->model))
-                s_report(self, false, &a->model_loc, kpool, a->name,
-                         "spec.model \"%s\" is already served by InferencePool \"%s\" at "
-                         "%s:%zu:%zu; one pool per model: merge their targets",
-                         a->model, b->name, b->model_loc.file, b->model_loc.line, b->model_loc.col);
+            if (strcmp(a->name, b->name) && a->model && b->model && !strcmp(a->model, b->model))
+                policy_yaml_report(self->yaml, false, &a->model_loc, kpool, a->name,
+                                   "spec.model \"%s\" is already served by InferencePool \"%s\" "
+                                   "at %s:%zu:%zu; one pool per model: merge their targets",
+                                   a->model, b->name, b->model_loc.file, b->model_loc.line,
+                                   b->model_loc.col);
         }
     // Worker names and URLs are unique in the whole cluster (the index keys on names).
     size_t total = 0;
@@ -839,60 +589,105 @@ static void s_check_names(policy_compiler_t *self)
                 for (size_t b = 0; b < (j == i ? a : sj->nworkers); b++) {
                     s_worker_t *wb = &sj->workers[b];
                     if (!strcmp(wa->name, wb->name))
-                        s_report(self, false, &wa->loc, kset, si->name,
-                                 "spec.workers[%zu].name \"%s\" is already used by "
-                                 "InferenceWorkerSet \"%s\" (spec.workers[%zu]) at %s:%zu:%zu; "
-                                 "worker names must be unique in the cluster",
-                                 wa->index, wa->name, sj->name, wb->index, wb->loc.file,
-                                 wb->loc.line, wb->loc.col);
+                        policy_yaml_report(self->yaml, false, &wa->loc, kset, si->name,
+                                           "spec.workers[%zu].name \"%s\" is already used by "
+                                           "InferenceWorkerSet \"%s\" (spec.workers[%zu]) at "
+                                           "%s:%zu:%zu; worker names must be unique in the "
+                                           "cluster",
+                                           wa->index, wa->name, sj->name, wb->index, wb->loc.file,
+                                           wb->loc.line, wb->loc.col);
                     else if (!strcmp(wa->url, wb->url))
-                        s_report(self, false, &wa->loc, kset, si->name,
-                                 "spec.workers[%zu] (\"%s\") has the url %s of worker \"%s\" "
-                                 "(InferenceWorkerSet \"%s\" at %s:%zu:%zu); each worker needs "
-                                 "its own url",
-                                 wa->index, wa->name, wa->url, wb->name, sj->name, wb->loc.file,
-                                 wb->loc.line, wb->loc.col);
+                        policy_yaml_report(self->yaml, false, &wa->loc, kset, si->name,
+                                           "spec.workers[%zu] (\"%s\") has the url %s of worker "
+                                           "\"%s\" (InferenceWorkerSet \"%s\" at %s:%zu:%zu); "
+                                           "each worker needs its own url",
+                                           wa->index, wa->name, wa->url, wb->name, sj->name,
+                                           wb->loc.file, wb->loc.line, wb->loc.col);
                 }
             }
         }
     }
     if (total > POLICY_COMPILER_MAX_WORKERS && self->nsets > 0)
-        s_report(self, false, &self->sets[self->nsets - 1].loc, NULL, NULL,
-                 "%zu workers in total, above the limit of %d; split the cluster", total,
-                 POLICY_COMPILER_MAX_WORKERS);
+        policy_yaml_report(self->yaml, false, &self->sets[self->nsets - 1].loc, NULL, NULL,
+                           "%zu workers in total, above the limit of %d; split the cluster", total,
+                           POLICY_COMPILER_MAX_WORKERS);
+}
+
+// A provider target: it exists, offers the pool's model, and is listed once in the pool.
+static void s_check_provider_target(policy_compiler_t *self, s_pool_t *pool, size_t t)
+{
+    s_target_t *tg = &pool->targets[t];
+    const char *name = tg->pub.name;
+    const policy_provider_t *provider = policy_remote_find_provider(self->remote, name);
+    if (!provider) {
+        size_t n = policy_remote_nproviders(self->remote);
+        const char **known = policy_yaml_alloc(self->yaml, (n + 1) * sizeof *known);
+        for (size_t i = 0; i < n; i++)
+            known[i] = policy_remote_provider(self->remote, i)->name;
+        char hint[768];
+        policy_yaml_report(self->yaml, false, &tg->loc, "InferencePool", pool->name,
+                           "spec.targets[%zu].provider \"%s\" does not exist%s", t, name,
+                           policy_yaml_hint(hint, sizeof hint, name, known, n));
+        return;
+    }
+    for (size_t u = 0; u < t; u++)
+        if (pool->targets[u].pub.kind == POLICY_TARGET_PROVIDER &&
+            !strcmp(pool->targets[u].pub.name, name)) {
+            policy_yaml_report(self->yaml, false, &tg->loc, "InferencePool", pool->name,
+                               "spec.targets[%zu].provider \"%s\" is listed twice; remove one", t,
+                               name);
+            return;
+        }
+    if (pool->model && !policy_remote_provider_model(provider, pool->model)) {
+        const char **offered =
+            policy_yaml_names(self->yaml, provider->models, provider->nmodels,
+                              sizeof *provider->models, offsetof(policy_provider_model_t, name));
+        char known[512];
+        policy_yaml_report(self->yaml, false, &tg->loc, "InferencePool", pool->name,
+                           "spec.targets[%zu].provider \"%s\" does not offer the pool's model "
+                           "\"%s\" %s; add it to the provider's spec.models",
+                           t, name, pool->model,
+                           policy_yaml_hint(known, sizeof known, "", offered, provider->nmodels) +
+                               1);
+    }
 }
 
 static void s_check_pools(policy_compiler_t *self)
 {
-    const char **known = malloc((self->nsets + 1) * sizeof *known);
-    if (!known) abort();
-    for (size_t i = 0; i < self->nsets; i++)
-        known[i] = self->sets[i].name;
+    const char **known = policy_yaml_names(self->yaml, self->sets, self->nsets, sizeof *self->sets,
+                                           offsetof(s_wset_t, name));
     for (size_t p = 0; p < self->npools; p++) {
         s_pool_t *pool = &self->pools[p];
         s_wset_t *first = NULL;
         for (size_t t = 0; t < pool->ntargets; t++) {
             s_target_t *tg = &pool->targets[t];
+            if (!tg->set) {
+                s_check_provider_target(self, pool, t);
+                continue;
+            }
             s_wset_t *set = s_find_set(self, tg->set);
             if (!set) {
                 char hint[768];
-                s_report(self, false, &tg->loc, "InferencePool", pool->name,
-                         "spec.targets[%zu].workerSet \"%s\" does not exist%s", t, tg->set,
-                         s_hint(hint, sizeof hint, tg->set, known, self->nsets));
+                policy_yaml_report(
+                    self->yaml, false, &tg->loc, "InferencePool", pool->name,
+                    "spec.targets[%zu].workerSet \"%s\" does not exist%s", t, tg->set,
+                    policy_yaml_hint(hint, sizeof hint, tg->set, known, self->nsets));
                 continue;
             }
             if (set->pool == pool) {
-                s_report(self, false, &tg->loc, "InferencePool", pool->name,
-                         "spec.targets[%zu].workerSet \"%s\" is listed twice; remove one", t,
-                         tg->set);
+                policy_yaml_report(self->yaml, false, &tg->loc, "InferencePool", pool->name,
+                                   "spec.targets[%zu].workerSet \"%s\" is listed twice; remove "
+                                   "one",
+                                   t, tg->set);
                 continue;
             }
             if (set->pool) {
-                s_report(self, false, &tg->loc, "InferencePool", pool->name,
-                         "spec.targets[%zu].workerSet \"%s\" already belongs to InferencePool "
-                         "\"%s\" (%s:%zu:%zu); a worker set serves one pool",
-                         t, tg->set, set->pool->name, set->pool_loc.file, set->pool_loc.line,
-                         set->pool_loc.col);
+                policy_yaml_report(self->yaml, false, &tg->loc, "InferencePool", pool->name,
+                                   "spec.targets[%zu].workerSet \"%s\" already belongs to "
+                                   "InferencePool \"%s\" (%s:%zu:%zu); a worker set serves one "
+                                   "pool",
+                                   t, tg->set, set->pool->name, set->pool_loc.file,
+                                   set->pool_loc.line, set->pool_loc.col);
                 continue;
             }
             set->pool = pool;
@@ -900,20 +695,51 @@ static void s_check_pools(policy_compiler_t *self)
             if (!first) {
                 first = set;
             } else if (first->block_size != set->block_size) {
-                s_report(self, false, &tg->loc, "InferencePool", pool->name,
-                         "spec.targets[%zu].workerSet \"%s\" has blockSize %llu but \"%s\" has "
-                         "%llu; the workers of one pool must share a block size",
-                         t, tg->set, (unsigned long long)set->block_size, first->name,
-                         (unsigned long long)first->block_size);
+                policy_yaml_report(self->yaml, false, &tg->loc, "InferencePool", pool->name,
+                                   "spec.targets[%zu].workerSet \"%s\" has blockSize %llu but "
+                                   "\"%s\" has %llu; the workers of one pool must share a block "
+                                   "size",
+                                   t, tg->set, (unsigned long long)set->block_size, first->name,
+                                   (unsigned long long)first->block_size);
             }
         }
     }
-    free(known);
     // Only for a policy that compiles: next to an error (a mistyped target) it would mislead.
-    for (size_t i = 0; i < self->nsets && self->nerrors == 0; i++)
+    for (size_t i = 0; i < self->nsets && policy_yaml_error_count(self->yaml) == 0; i++)
         if (!self->sets[i].pool)
-            s_report(self, true, &self->sets[i].loc, "InferenceWorkerSet", self->sets[i].name,
-                     "no InferencePool targets it; its workers are watched but get no requests");
+            policy_yaml_report(self->yaml, true, &self->sets[i].loc, "InferenceWorkerSet",
+                               self->sets[i].name,
+                               "no InferencePool targets it; its workers are watched but get no "
+                               "requests");
+}
+
+// The public views of worker sets and pools (policy_types.h).
+static void s_publish(policy_compiler_t *self)
+{
+    self->pub_sets = calloc(self->nsets + 1, sizeof *self->pub_sets);
+    self->pub_pools = calloc(self->npools + 1, sizeof *self->pub_pools);
+    if (!self->pub_sets || !self->pub_pools) abort();
+    for (size_t i = 0; i < self->nsets; i++) {
+        s_wset_t *set = &self->sets[i];
+        policy_workerset_t *pub = &self->pub_sets[i];
+        *pub = set->pub;
+        pub->name = set->name;
+        pub->model = set->model;
+        pub->block_size = set->block_size;
+        pub->nworkers = set->nworkers;
+        pub->pool = set->pool ? set->pool->name : NULL;
+        pub->loc = set->loc;
+    }
+    for (size_t i = 0; i < self->npools; i++) {
+        s_pool_t *pool = &self->pools[i];
+        policy_target_t *targets =
+            policy_yaml_alloc(self->yaml, (pool->ntargets + 1) * sizeof *targets);
+        for (size_t t = 0; t < pool->ntargets; t++)
+            targets[t] = pool->targets[t].pub;
+        self->pub_pools[i] =
+            (policy_pool_t){pool->name, pool->model,    pool->strategy, pool->slo_ttft_ms,
+                            targets,    pool->ntargets, pool->loc,      pool->model_loc};
+    }
 }
 
 static const char *s_or_empty(const char *s)
@@ -924,27 +750,27 @@ static const char *s_or_empty(const char *s)
 int policy_compiler_finish(policy_compiler_t *self, const char *source)
 {
     if (self->finished) // a second call reports the first call's outcome
-        return (int)self->nerrors;
+        return (int)policy_yaml_nerrors(self->yaml);
     self->finished = true;
     if (self->nsets) qsort(self->sets, self->nsets, sizeof *self->sets, s_set_cmp);
     if (self->npools) qsort(self->pools, self->npools, sizeof *self->pools, s_pool_cmp);
     s_check_names(self);
+    policy_remote_finish(self->remote);
     s_check_pools(self);
-    if (self->npools == 0 && self->nerrors == 0) {
-        s_loc_t loc = {self->nfiles ? self->files[0] : "<none>", 1, 1};
-        s_report(self, false, &loc, NULL, NULL,
-                 "no InferencePool is defined; add one whose targets name your worker sets");
+    s_publish(self);
+    policy_rules_finish(self->rules, self->pub_pools, self->npools, self->remote);
+    if (self->npools == 0 && policy_yaml_error_count(self->yaml) == 0) {
+        policy_loc_t loc = {self->nfiles ? self->files[0] : "<none>", 1, 1};
+        policy_yaml_report(self->yaml, false, &loc, NULL, NULL,
+                           "no InferencePool is defined; add one whose targets name your worker "
+                           "sets");
     }
-    if (self->errors_dropped) {
-        char *line = NULL;
-        if (asprintf(&line, "... and %zu more errors", self->errors_dropped) < 0) abort();
-        s_push_line(&self->errors, &self->nerrors, &self->cap_errors, line);
-    }
-    if (self->nerrors) return (int)self->nerrors;
+    policy_yaml_close(self->yaml);
+    if (policy_yaml_nerrors(self->yaml)) return (int)policy_yaml_nerrors(self->yaml);
 
     ipl_policy_t *p = &self->policy;
-    p->source = s_strdup(self, s_or_empty(source));
-    p->pools = s_alloc(self, (self->npools + 1) * sizeof *p->pools);
+    p->source = policy_yaml_strdup(self->yaml, s_or_empty(source));
+    p->pools = policy_yaml_alloc(self->yaml, (self->npools + 1) * sizeof *p->pools);
     for (size_t i = 0; i < self->npools; i++)
         p->pools[p->pools_len++] = (ipl_pool_t){
             .name = (char *)self->pools[i].name,
@@ -954,7 +780,7 @@ int policy_compiler_finish(policy_compiler_t *self, const char *source)
     size_t total = 0;
     for (size_t i = 0; i < self->nsets; i++)
         total += self->sets[i].nworkers;
-    p->workers = s_alloc(self, (total + 1) * sizeof *p->workers);
+    p->workers = policy_yaml_alloc(self->yaml, (total + 1) * sizeof *p->workers);
     for (size_t i = 0; i < self->nsets; i++) {
         s_wset_t *set = &self->sets[i];
         for (size_t w = 0; w < set->nworkers; w++) {
@@ -984,22 +810,22 @@ const ipl_policy_t *policy_compiler_policy(const policy_compiler_t *self)
 
 size_t policy_compiler_nerrors(const policy_compiler_t *self)
 {
-    return self->nerrors;
+    return policy_yaml_nerrors(self->yaml);
 }
 
 const char *policy_compiler_error(const policy_compiler_t *self, size_t i)
 {
-    return i < self->nerrors ? self->errors[i] : NULL;
+    return policy_yaml_error(self->yaml, i);
 }
 
 size_t policy_compiler_nwarnings(const policy_compiler_t *self)
 {
-    return self->nwarnings;
+    return policy_yaml_nwarnings(self->yaml);
 }
 
 const char *policy_compiler_warning(const policy_compiler_t *self, size_t i)
 {
-    return i < self->nwarnings ? self->warnings[i] : NULL;
+    return policy_yaml_warning(self->yaml, i);
 }
 
 size_t policy_compiler_nfiles(const policy_compiler_t *self)
@@ -1015,4 +841,33 @@ const char *policy_compiler_file(const policy_compiler_t *self, size_t i)
 size_t policy_compiler_nworker_sets(const policy_compiler_t *self)
 {
     return self->nsets;
+}
+
+// ---- public: the compiled resources -----------------------------------------------------------
+
+#define S_ACCESSORS(kind, type, count, item)                                                       \
+    size_t policy_compiler_n##kind(const policy_compiler_t *self)                                  \
+    {                                                                                              \
+        return self->has_policy ? (count) : 0;                                                     \
+    }                                                                                              \
+    const type *policy_compiler_##kind##_at(const policy_compiler_t *self, size_t i)               \
+    {                                                                                              \
+        return i < policy_compiler_n##kind(self) ? (item) : NULL;                                  \
+    }
+
+S_ACCESSORS(backends, policy_backend_t, policy_remote_nbackends(self->remote),
+            policy_remote_backend(self->remote, i))
+S_ACCESSORS(providers, policy_provider_t, policy_remote_nproviders(self->remote),
+            policy_remote_provider(self->remote, i))
+S_ACCESSORS(pools, policy_pool_t, self->npools, &self->pub_pools[i])
+S_ACCESSORS(rules, policy_rule_t, policy_rules_nrules(self->rules),
+            policy_rules_rule(self->rules, i))
+S_ACCESSORS(aliases, policy_alias_t, policy_rules_naliases(self->rules),
+            policy_rules_alias(self->rules, i))
+S_ACCESSORS(limits, policy_limit_t, policy_rules_nlimits(self->rules),
+            policy_rules_limit(self->rules, i))
+
+const policy_workerset_t *policy_compiler_worker_sets_at(const policy_compiler_t *self, size_t i)
+{
+    return self->has_policy && i < self->nsets ? &self->pub_sets[i] : NULL;
 }

@@ -4,9 +4,18 @@
  * Resources (apiVersion inferplane.io/v1alpha1; crds/ holds their CustomResourceDefinitions,
  * which describe exactly what this compiler accepts):
  *
- *   InferenceWorkerSet  spec: {model, blockSize?, workers: [{name, url, kvEvents?, replay?,
- *                                                            metrics?}]}
- *   InferencePool       spec: {model, strategy?, targets: [{workerSet}]}
+ *   InferenceWorkerSet  spec: {model, blockSize?, workers?: [{name, url, kvEvents?, replay?,
+ *                              metrics?}], selector?, ports?, loraAdapters?, profile?}
+ *   InferencePool       spec: {model, strategy?, slo?, targets: [{workerSet | provider, role?,
+ *                              weight?}]}
+ *   GatewayBackend      spec: {url, protocol?, auth?, tls?, timeouts?, maxConnections?}
+ *   InferenceProvider   spec: {backend, models: [{name, remoteName?}], latencyHintMs?, cost?,
+ *                              capacity?}
+ *   InferencePolicy     spec: {priority?, rules?, aliases?, limits?}
+ *
+ * (docs/crds.md documents every field.) The classes behind it: policy_yaml (node walking,
+ * messages, the arena), policy_remote (GatewayBackend, InferenceProvider), policy_rules
+ * (InferencePolicy: rules, aliases, limits); worker sets and pools are checked here.
  *
  * One compiler object is one compilation: add files (or strings), then finish. Every problem
  * becomes one error line a person can act on, naming the place, the resource and the fix:
@@ -37,6 +46,7 @@
 #include <stddef.h>
 
 #include "ipl_proto.h"
+#include "policy_types.h"
 
 #define POLICY_API_VERSION             "inferplane.io/v1alpha1"
 #define POLICY_COMPILER_MAX_ERRORS     50
@@ -80,5 +90,45 @@ size_t policy_compiler_nfiles(const policy_compiler_t *self);
 /* The InferenceWorkerSet resources read (those of the policy once finish returned 0). */
 size_t policy_compiler_nworker_sets(const policy_compiler_t *self);
 const char *policy_compiler_file(const policy_compiler_t *self, size_t i);
+
+/* ---- The compiled resources (policy_types.h) ---------------------------------------------
+ * Available once finish returned 0 (before that, and after errors, the counts below are 0
+ * and the _at accessors NULL). Every pointer is borrowed from the compiler and valid until
+ * policy_compiler_destroy. Only ipl_policy_t is published to other processes in this
+ * version; the rest is validated and compiled for the later work that enforces it
+ * (docs/crds.md, "validated and compiled; not yet enforced"). */
+
+/* GatewayBackend, sorted by name. A backend says where its secret comes from, never the
+ * secret itself (the compiler does not read it, and no message contains it). */
+size_t policy_compiler_nbackends(const policy_compiler_t *self);
+const policy_backend_t *policy_compiler_backends_at(const policy_compiler_t *self, size_t i);
+
+/* InferenceProvider, sorted by name; .backend is resolved. */
+size_t policy_compiler_nproviders(const policy_compiler_t *self);
+const policy_provider_t *policy_compiler_providers_at(const policy_compiler_t *self, size_t i);
+
+/* InferenceWorkerSet, sorted by name (i < policy_compiler_nworker_sets): selector, ports,
+ * LoRA adapters, profile and the pool that targets it (its static workers are
+ * ipl_policy_t.workers). */
+const policy_workerset_t *policy_compiler_worker_sets_at(const policy_compiler_t *self,
+                                                         size_t i);
+
+/* InferencePool, sorted by name, with every target (worker sets and providers), its role and
+ * weight, and the SLO. */
+size_t policy_compiler_npools(const policy_compiler_t *self);
+const policy_pool_t *policy_compiler_pools_at(const policy_compiler_t *self, size_t i);
+
+/* Every InferencePolicy rule in evaluation order: spec.priority highest first, then policy
+ * name, then list order. The first rule that matches decides. */
+size_t policy_compiler_nrules(const policy_compiler_t *self);
+const policy_rule_t *policy_compiler_rules_at(const policy_compiler_t *self, size_t i);
+
+/* Model aliases of every InferencePolicy, sorted by name (acyclic, every name resolved). */
+size_t policy_compiler_naliases(const policy_compiler_t *self);
+const policy_alias_t *policy_compiler_aliases_at(const policy_compiler_t *self, size_t i);
+
+/* Per-tenant limits of every InferencePolicy, sorted by tenant ("*" first). */
+size_t policy_compiler_nlimits(const policy_compiler_t *self);
+const policy_limit_t *policy_compiler_limits_at(const policy_compiler_t *self, size_t i);
 
 #endif

@@ -14,6 +14,7 @@
 
 #include "policy_compiler.h"
 #include "policy_digest.h"
+#include "policy_cases.h"
 #include "policy_test.h"
 
 static const char *s_sets =
@@ -226,7 +227,7 @@ static void test_unknown_fields_suggest(void **state)
     s_expect_doc(S_SET_OK, "  model: m\n  strategyy: ttft\n  targets: [{workerSet: small}]\n",
                  "a.yaml:14:3: InferencePool \"chat\": spec.strategyy is not a known field; did "
                  "you mean \"strategy\"?",
-                 "(known: model, strategy, targets)");
+                 "(known: model, strategy, targets, slo)");
     s_expect_doc("  model: m\n  workers:\n    - {name: w0, url: http://h:1, kvEvent: tcp://h:2}\n",
                  S_POOL_OK,
                  "spec.workers[0].kvEvent is not a known field; did you mean \"kvEvents\"?", NULL);
@@ -238,8 +239,9 @@ static void test_unknown_fields_suggest(void **state)
     s_expect("apiVersion: inferplane.io/v1alpha1\nkind: InferencePool\n"
              "metadata: {name: p, nmae: x}\nspec: {}\n",
              NULL, "metadata.nmae is not a known field; did you mean \"name\"?", NULL);
-    s_expect_doc(S_SET_OK, "  model: m\n  targets: [{workerSet: small, weight: 2}]\n",
-                 "spec.targets[0].weight is not a known field", "(known: workerSet)");
+    s_expect_doc(S_SET_OK, "  model: m\n  targets: [{workerSet: small, wieght: 2}]\n",
+                 "spec.targets[0].wieght is not a known field; did you mean \"weight\"?",
+                 "(known: workerSet, provider, role, weight)");
 }
 
 static void test_duplicate_worker_names_name_both_places(void **state)
@@ -389,11 +391,12 @@ static void test_resource_envelope(void **state)
              "a.yaml:1:13: InferencePool \"p\": apiVersion \"inferplane.io/v1\" is not supported; "
              "use inferplane.io/v1alpha1",
              NULL);
-    s_expect("apiVersion: inferplane.io/v1alpha1\nkind: InferencePol\nmetadata: {name: p}\n"
+    s_expect("apiVersion: inferplane.io/v1alpha1\nkind: InferencePoool\nmetadata: {name: p}\n"
              "spec: {}\n",
              NULL,
-             "a.yaml:2:7: kind \"InferencePol\" is not known; did you mean \"InferencePool\"?",
-             "(known: InferencePool, InferenceWorkerSet)");
+             "a.yaml:2:7: kind \"InferencePoool\" is not known; did you mean \"InferencePool\"?",
+             "(known: GatewayBackend, InferencePolicy, InferencePool, InferenceProvider, "
+             "InferenceWorkerSet)");
     s_expect("apiVersion: inferplane.io/v1alpha1\nmetadata: {name: p}\nspec: {}\n", NULL,
              "a.yaml:1:1: kind is required", NULL);
     s_expect("kind: InferencePool\nmetadata: {name: p}\nspec: {}\n", NULL,
@@ -503,8 +506,195 @@ static void test_too_many_targets(void **state)
         snprintf(body + strlen(body), sizeof body - strlen(body), "    - workerSet: s%d\n", i);
     s_expect_doc(S_SET_OK, body,
                  "a.yaml:15:5: InferencePool \"chat\": spec.targets lists 65 "
-                 "worker sets, above the limit of 64",
+                 "targets, above the limit of 64",
                  NULL);
+}
+
+// ---- the extended InferenceWorkerSet and InferencePool ----------------------------------------
+
+#define WS(spec)   PT_HEAD("InferenceWorkerSet", "w2") "spec:\n" spec
+#define POOL(spec) PT_HEAD("InferencePool", "p2") "spec:\n" spec
+
+static void test_selector_worker_set_and_pool_targets_compile(void **state)
+{
+    (void)state;
+    const char *doc = WS(
+        "  model: m2\n"
+        "  profile: l40s-27b-fp8\n"
+        "  loraAdapters: [tone, legal]\n"
+        "  selector:\n"
+        "    matchLabels: {app: vllm}\n"
+        "    matchExpressions: [{key: tier, operator: In, values: [gpu]}, "
+        "{key: spot, operator: DoesNotExist}]\n"
+        "  ports: {api: http, kvEvents: 5557, replay: 5558}\n") "---\n" POOL("  model: m2\n  slo: "
+                                                                             "{ttftMs: 500}\n"
+                                                                             "  targets: "
+                                                                             "[{workerSet: w2, "
+                                                                             "weight: 3}, "
+                                                                             "{provider: p3, role: "
+                                                                             "batch}]\n") "---"
+                                                                                          "\n" PT_HEAD("InferenceProvider",
+                                                                                                       "p3") "spec: {backend: be, models: [{name: m2}]}\n";
+    policy_compiler_t *c = pt_ok(PT_BASE, doc);
+    const policy_workerset_t *w = NULL;
+    for (size_t i = 0; i < policy_compiler_nworker_sets(c); i++)
+        if (!strcmp(policy_compiler_worker_sets_at(c, i)->name, "w2"))
+            w = policy_compiler_worker_sets_at(c, i);
+    assert_non_null(w);
+    assert_int_equal(w->nworkers, 0);
+    assert_true(w->has_selector);
+    assert_int_equal(w->nmatch_labels, 1);
+    assert_string_equal(w->match_labels[0].key, "app");
+    assert_string_equal(w->match_labels[0].value, "vllm");
+    assert_int_equal(w->nmatch_exprs, 2);
+    assert_int_equal(w->match_exprs[0].op, POLICY_SELECT_IN);
+    assert_string_equal(w->match_exprs[0].values[0], "gpu");
+    assert_int_equal(w->match_exprs[1].op, POLICY_SELECT_DOES_NOT_EXIST);
+    assert_string_equal(w->api_port.name, "http");
+    assert_int_equal(w->kv_events_port.number, 5557);
+    assert_int_equal(w->replay_port.number, 5558);
+    assert_int_equal(w->metrics_port.number, 0); // unset: the api port
+    assert_null(w->metrics_port.name);
+    assert_int_equal(w->nlora_adapters, 2);
+    assert_string_equal(w->profile, "l40s-27b-fp8");
+    assert_string_equal(w->pool, "p2");
+    // A selector finds nothing in file mode: said as a warning.
+    bool warned = false;
+    for (size_t i = 0; i < policy_compiler_nwarnings(c); i++)
+        warned |= strstr(policy_compiler_warning(c, i), "spec.selector finds pods only in "
+                                                        "Kubernetes mode") != NULL;
+    assert_true(warned);
+    const policy_pool_t *p = NULL;
+    for (size_t i = 0; i < policy_compiler_npools(c); i++)
+        if (!strcmp(policy_compiler_pools_at(c, i)->name, "p2")) p = policy_compiler_pools_at(c, i);
+    assert_non_null(p);
+    assert_int_equal(p->slo_ttft_ms, 500);
+    assert_int_equal(p->ntargets, 2);
+    assert_int_equal(p->targets[0].kind, POLICY_TARGET_WORKER_SET);
+    assert_int_equal(p->targets[0].weight, 3);
+    assert_int_equal(p->targets[0].role, POLICY_ROLE_PRIMARY);
+    assert_int_equal(p->targets[1].kind, POLICY_TARGET_PROVIDER);
+    assert_string_equal(p->targets[1].name, "p3");
+    assert_int_equal(p->targets[1].role, POLICY_ROLE_BATCH);
+    assert_int_equal(p->targets[1].weight, 1);
+    // The published policy is unchanged in shape: the provider is no worker.
+    const ipl_policy_t *ip = policy_compiler_policy(c);
+    assert_int_equal(ip->workers_len, 2); // s0 and l0 of base.yaml
+    policy_compiler_destroy(&c);
+}
+
+static const pt_case_t s_kind_errors[] = {
+    {"neither workers nor selector", WS("  model: m2\n"),
+     "p.yaml:5:3: InferenceWorkerSet \"w2\": spec.workers is required: a list of workers ({name, "
+     "url, kvEvents}), or give a spec.selector (with spec.ports) that finds them"},
+    {"selector without ports", WS("  model: m2\n  selector: {matchLabels: {a: b}}\n"),
+     "p.yaml:6:13: InferenceWorkerSet \"w2\": spec.selector needs spec.ports (at least api: the "
+     "port of vLLM's API on the selected pods)"},
+    {"empty selector", WS("  model: m2\n  selector: {}\n  ports: {api: 8000}\n"),
+     "p.yaml:6:13: InferenceWorkerSet \"w2\": spec.selector needs matchLabels or matchExpressions "
+     "(an empty selector would select every pod)"},
+    {"matchLabels not a mapping",
+     WS("  model: m2\n  selector: {matchLabels: [a]}\n  ports: {api: 8000}\n"),
+     "p.yaml:6:27: InferenceWorkerSet \"w2\": spec.selector.matchLabels must be a mapping (label: "
+     "value), got a list"},
+    {"unknown operator",
+     WS("  model: m2\n  selector: {matchExpressions: [{key: a, operator: in, values: [b]}]}\n  "
+        "ports: {api: 8000}\n"),
+     "p.yaml:6:52: InferenceWorkerSet \"w2\": spec.selector.matchExpressions[0].operator \"in\" is "
+     "not one of the allowed values; did you mean \"In\"? (known: In, NotIn, Exists, "
+     "DoesNotExist)"},
+    {"In without values",
+     WS("  model: m2\n  selector: {matchExpressions: [{key: a, operator: In}]}\n  ports: {api: "
+        "8000}\n"),
+     "p.yaml:6:33: InferenceWorkerSet \"w2\": spec.selector.matchExpressions[0].values: operator "
+     "In needs a non-empty list of values"},
+    {"Exists with values",
+     WS("  model: m2\n  selector: {matchExpressions: [{key: a, operator: Exists, values: [b]}]}\n  "
+        "ports: {api: 8000}\n"),
+     "p.yaml:6:68: InferenceWorkerSet \"w2\": spec.selector.matchExpressions[0].values: operator "
+     "Exists takes no values"},
+    {"ports without api",
+     WS("  model: m2\n  selector: {matchLabels: {a: b}}\n  ports: {kvEvents: 5557}\n"),
+     "p.yaml:7:10: InferenceWorkerSet \"w2\": spec.ports.api is required: the pods' API port"},
+    {"port number range",
+     WS("  model: m2\n  selector: {matchLabels: {a: b}}\n  ports: {api: 70000}\n"),
+     "p.yaml:7:16: InferenceWorkerSet \"w2\": spec.ports.api must be a whole number from 1 to "
+     "65535, got \"70000\""},
+    {"port name invalid",
+     WS("  model: m2\n  selector: {matchLabels: {a: b}}\n  ports: {api: Http_Port}\n"),
+     "p.yaml:7:16: InferenceWorkerSet \"w2\": spec.ports.api \"Http_Port\" is neither a port "
+     "number (1..65535) nor a container port name (lower-case letters, digits and '-', at most 15 "
+     "characters)"},
+    {"replay port without kvEvents",
+     WS("  model: m2\n  selector: {matchLabels: {a: b}}\n  ports: {api: 8000, replay: 5558}\n"),
+     "p.yaml:7:30: InferenceWorkerSet \"w2\": spec.ports.replay is set but spec.ports.kvEvents is "
+     "not; replay needs the KV-event stream"},
+    {"unknown ports field",
+     WS("  model: m2\n  selector: {matchLabels: {a: b}}\n  ports: {api: 8000, kvEvent: 1}\n"),
+     "p.yaml:7:22: InferenceWorkerSet \"w2\": spec.ports.kvEvent is not a known field; did you "
+     "mean \"kvEvents\"? (known: api, kvEvents, replay, metrics)"},
+    {"LoRA adapter twice",
+     WS("  model: m2\n  workers: [{name: x0, url: 'http://h:9'}]\n  loraAdapters: [a, a]\n"),
+     "p.yaml:7:21: InferenceWorkerSet \"w2\": spec.loraAdapters[1] \"a\" is listed twice; remove "
+     "one"},
+    {"profile invalid",
+     WS("  model: m2\n  workers: [{name: x0, url: 'http://h:9'}]\n  profile: L40S 27B\n"),
+     "p.yaml:7:12: InferenceWorkerSet \"w2\": spec.profile \"L40S 27B\" is not a valid name: use "
+     "lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, at most "
+     "63 characters"},
+    {"target with workerSet and provider",
+     POOL("  model: m2\n  targets: [{workerSet: small, provider: cloud}]\n"),
+     "p.yaml:6:42: InferencePool \"p2\": spec.targets[0] names both a workerSet and a provider; "
+     "give exactly one (two targets for both)"},
+    {"target with neither", POOL("  model: m2\n  targets: [{role: overflow}]\n"),
+     "p.yaml:6:13: InferencePool \"p2\": spec.targets[0] names neither a workerSet nor a provider; "
+     "give exactly one"},
+    {"unknown role", POOL("  model: m2\n  targets: [{workerSet: w9, role: spare}]\n"),
+     "p.yaml:6:35: InferencePool \"p2\": spec.targets[0].role \"spare\" is not one of the allowed "
+     "values (known: primary, overflow, batch)"},
+    {"weight range", POOL("  model: m2\n  targets: [{workerSet: w9, weight: 0}]\n"),
+     "p.yaml:6:37: InferencePool \"p2\": spec.targets[0].weight must be a whole number from 1 to "
+     "1000, got \"0\""},
+    {"slo range", POOL("  model: m2\n  slo: {ttftMs: 0}\n  targets: [{workerSet: w9}]\n"),
+     "p.yaml:6:17: InferencePool \"p2\": spec.slo.ttftMs must be a whole number from 1 to 600000, "
+     "got \"0\""},
+    {"unknown slo field", POOL("  model: m2\n  slo: {ttft: 5}\n  targets: [{workerSet: w9}]\n"),
+     "p.yaml:6:9: InferencePool \"p2\": spec.slo.ttft is not a known field; did you mean "
+     "\"ttftMs\"? (known: ttftMs)"},
+    {"worker set in two pools", POOL("  model: m2\n  targets: [{workerSet: small}]\n"),
+     "p.yaml:6:25: InferencePool \"p2\": spec.targets[0].workerSet \"small\" already belongs to "
+     "InferencePool \"chat\" (base.yaml:29:25); a worker set serves one pool"},
+};
+
+static void test_every_worker_set_and_pool_error(void **state)
+{
+    (void)state;
+    pt_run_cases(PT_BASE, s_kind_errors, sizeof s_kind_errors / sizeof *s_kind_errors);
+}
+
+// ---- the examples -----------------------------------------------------------------------------
+
+static void s_compile_example(const char *name, size_t min_rules)
+{
+    // The repository's root: __FILE__ is <root>/libs/policy/tests/test_policy_compiler.c,
+    // with <root> empty when make compiles it from the root.
+    const char *file = __FILE__, *tail = strstr(file, "libs/policy/tests/");
+    char path[700];
+    snprintf(path, sizeof path, "%.*sexamples/%s", tail ? (int)(tail - file) : 0, file, name);
+    policy_compiler_t *c = policy_compiler_new();
+    policy_compiler_add_dir(c, path);
+    int n = policy_compiler_finish(c, path);
+    if (n) pt_dump(path, c);
+    assert_int_equal(n, 0);
+    assert_true(policy_compiler_nrules(c) >= min_rules);
+    policy_compiler_destroy(&c);
+}
+
+static void test_examples_compile(void **state)
+{
+    (void)state;
+    s_compile_example("policy", 0); // what `make run` loads
+    s_compile_example("policy-full", 8);
 }
 
 int main(void)
@@ -524,6 +714,9 @@ int main(void)
         cmocka_unit_test(test_directory_of_files),
         cmocka_unit_test(test_error_limit),
         cmocka_unit_test(test_too_many_targets),
+        cmocka_unit_test(test_selector_worker_set_and_pool_targets_compile),
+        cmocka_unit_test(test_every_worker_set_and_pool_error),
+        cmocka_unit_test(test_examples_compile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
