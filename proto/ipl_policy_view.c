@@ -66,8 +66,9 @@ static void s_offer(ipl_policy_view_t *self, ipl_policy_snap_t *snap)
     }
     pthread_mutex_unlock(&self->lock);
     if (taken) {
-        IPL_INFO("policy_received", "version=%llu pools=%u workers=%u",
-                 (unsigned long long)snap->policy->version, snap->policy->pools_len,
+        IPL_INFO("policy_received", "version=%llu hash=%016llx pools=%u workers=%u",
+                 (unsigned long long)snap->policy->version,
+                 (unsigned long long)snap->policy->hash, snap->policy->pools_len,
                  snap->policy->workers_len);
         if (old) s_snap_unref(self, old);
     } else {
