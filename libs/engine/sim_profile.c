@@ -1,10 +1,11 @@
 /*
  * sim_profile — the built-in profiles and where their numbers come from.
  *
- * l40s-27b-fp8 (default): one NVIDIA L40S (48 GB GDDR6 at 864 GB/s, ~366 dense FP8 TFLOPS)
- * serving a ~27B dense model in FP8, the published Kinference benchmark setup.
+ * l40s-27b-fp8 (default): one NVIDIA L40S (48 GB GDDR6 at 864 GB/s, 733 dense FP8 tensor
+ * TFLOPS, 1,466 with sparsity: NVIDIA's L40S datasheet) serving a ~27B dense model in FP8,
+ * the published Kinference benchmark setup.
  *   step_s          0.031    27 GB of weights / 864 GB/s: every step streams the weights once
- *   prefill_token_s 1/3000   2 × 27e9 FLOP per token at ~45% of dense FP8 peak ⇒ ~3,000 tok/s
+ *   prefill_token_s 1/3000   2 × 27e9 FLOP per token at ~22% of dense FP8 peak ⇒ ~3,000 tok/s
  *                            (range 2,700–4,000); a 2,000-token uncached prompt ≈ 0.7 s
  *   decode_seq_s    0.0002   sampling and per-sequence kernels; step grows slowly with batch
  *   context_token_s 1.5e-7   FP8 KV ≈ 128 KB/token (64 layers × 8 KV heads × 128 × 2 × 1 B)
