@@ -129,7 +129,7 @@ int main(int argc, char **argv)
     if (!api) goto done;
     ipl_metrics_t *m = ipl_service_metrics(svc);
     char model[256], labels[768];
-    ipl_metrics_escape(model, sizeof model, o.served_model_name);
+    ipl_metrics_escape(model, sizeof model, o.model_names[0]);
     snprintf(labels, sizeof labels,
              "block_size=\"%" PRId64 "\",cache_dtype=\"auto\",enable_prefix_caching=\"True\","
              "engine=\"0\",gpu_memory_utilization=\"0.9\",num_gpu_blocks=\"%u\","
@@ -153,10 +153,12 @@ int main(int argc, char **argv)
     char q[300];
     IPL_INFO("listening",
              "addr=%s port=%d model=%s profile=%s num_gpu_blocks=%u block_size=%" PRId64
-             " max_model_len=%" PRId64 " time_scale=%g kv_events=%s",
-             ipl_log_quote(q, sizeof q, listen), ipl_httpd_port(httpd), o.served_model_name,
+             " max_model_len=%" PRId64 " time_scale=%g kv_events=%s stand_in=%s"
+             " api_key_required=%s network_latency_ms=%" PRId64,
+             ipl_log_quote(q, sizeof q, listen), ipl_httpd_port(httpd), o.model_names[0],
              o.prof.name, o.prof.num_gpu_blocks, o.block_size, o.max_model_len, o.time_scale,
-             kvpub ? "on" : "off");
+             kvpub ? "on" : "off", o.standin_on ? "on" : "off", o.napi_keys ? "yes" : "no",
+             o.network_latency_ms);
     const ipl_loop_item_t items[] = {{NULL, s_restart_pipe[0], s_on_restart, api}};
     if (ipl_loop_run(items, 1, 1000, NULL, NULL) != 0) goto done;
     exit_code = 0;

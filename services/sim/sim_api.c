@@ -24,6 +24,7 @@
 #include "ipl_hash.h"
 
 #define S_WAIT_SLICE_MS 500 /* how often a waiting handler re-checks (bounded waits) */
+#define S_NV1           4   /* /v1 routes behind the stand-in's gate */
 
 struct sim_api {
     sim_api_config_t cfg;
@@ -35,8 +36,11 @@ struct sim_api {
     ipl_metric_t *bad_requests;
     ipl_metric_t *client_gone;
     ipl_metric_t *injected_failures;
-    sim_lora_t *loras;    /* owned copies */
-    pthread_mutex_t lock; /* writers, next_id, fail_state, epoch, ready_ns */
+    sim_lora_t *loras;      /* owned copies */
+    char **aliases;         /* owned copies of cfg.model_aliases */
+    sim_standin_t *standin; /* the provider stand-in, or NULL */
+    struct s_route *routes; /* the /v1 routes behind the stand-in's gate (S_NV1) */
+    pthread_mutex_t lock;   /* writers, next_id, fail_state, epoch, ready_ns */
     pthread_cond_t writers_done;
     int writers;
     uint64_t next_id;
@@ -73,12 +77,30 @@ static void s_params_free(s_params_t *p)
     p->keys.cache_salt = NULL;
 }
 
+/* A /v1 route behind the stand-in's gate (latency, key check, record). */
+typedef struct s_route {
+    sim_api_t *api;
+    ipl_http_handler_fn *fn;
+} s_route_t;
+
+/* The stand-in's record of the request being answered on this thread (MHD calls a handler
+ * on its connection's thread, and s_error runs inside handlers only): s_error sets its
+ * status, generation its tokens; a streaming response takes the record over (`deferred`) and
+ * its writer thread files it when the stream ends. NULL when the stand-in is off. */
+typedef struct {
+    sim_standin_note_t note;
+    bool deferred;
+} s_pending_t;
+static _Thread_local s_pending_t *s_pending;
+
 /* A streaming response in flight: owned by its writer thread. */
 typedef struct {
     sim_api_t *api;
     s_params_t p;
     sim_req_t *req;
     int fd;
+    bool noted; /* file `note` at the end (the stand-in is on) */
+    sim_standin_note_t note;
 } s_stream_t;
 
 /* --- small helpers ------------------------------------------------------------------------- */
@@ -98,6 +120,7 @@ static void s_error(sim_api_t *self, ipl_http_resp_t *resp, int status, const ch
                        : status == 503 ? "ServiceUnavailableError"
                                        : "InternalServerError";
     if (status == 400 && self->bad_requests) ipl_metric_inc(self->bad_requests);
+    if (s_pending) s_pending->note.status = status;
     char q[200];
     IPL_LOG_EVERY(5, IPL_LOG_INFO, "request_rejected", "status=%d reason=%s", status,
                   ipl_log_quote(q, sizeof q, msg));
@@ -172,6 +195,8 @@ static int s_resolve_model(sim_api_t *self, ipl_http_resp_t *resp, const cJSON *
         return -1;
     }
     if (strcmp(m->valuestring, self->model_name) == 0) return 0;
+    for (uint32_t i = 0; i < self->cfg.nmodel_aliases; i++) /* vLLM: any served name */
+        if (strcmp(m->valuestring, self->aliases[i]) == 0) return 0;
     for (uint32_t i = 0; i < self->cfg.nloras; i++)
         if (strcmp(m->valuestring, self->loras[i].name) == 0) {
             *lora = (int)i;
@@ -434,6 +459,11 @@ static void *s_stream_main(void *arg)
         if (self->client_gone) ipl_metric_inc(self->client_gone);
     }
     close(s->fd);
+    if (s->noted) {
+        s->note.prompt_tokens = st.prompt_tokens;
+        s->note.completion_tokens = sent;
+        sim_standin_record(self->standin, &s->note);
+    }
     sim_engine_release(self->engine, &s->req);
     s_params_free(&s->p);
     free(s);
@@ -622,9 +652,16 @@ static void s_generate(sim_api_t *self, const ipl_http_req_t *hreq, ipl_http_res
             s_params_free(&p);
             free(s);
             if (!s) ipl_http_resp_error(resp, 500, "InternalServerError", "out of memory");
+            if (s_pending) s_pending->note.status = 500; /* a 500 either way */
             return;
         }
         *s = (s_stream_t){.api = self, .p = p, .req = req, .fd = fd};
+        if (s_pending) { /* the writer files the record when the stream ends */
+            s_pending->note.status = 200;
+            s_pending->deferred = true;
+            s->noted = true;
+            s->note = s_pending->note;
+        }
         pthread_mutex_lock(&self->lock);
         self->writers++;
         pthread_mutex_unlock(&self->lock);
@@ -656,6 +693,10 @@ static void s_generate(sim_api_t *self, const ipl_http_req_t *hreq, ipl_http_res
         s_error(self, resp, 503, "The request was aborted (the server is shutting down).");
     else
         s_send_json(resp, 200, s_final_response(self, &p, req, &st));
+    if (s_pending) {
+        s_pending->note.prompt_tokens = st.prompt_tokens;
+        s_pending->note.completion_tokens = st.emitted;
+    }
     sim_engine_release(self->engine, &req);
     s_params_free(&p);
 }
@@ -703,6 +744,11 @@ static void s_models(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp
     cJSON_AddNullToObject(perm, "group");
     cJSON_AddBoolToObject(perm, "is_blocking", false);
     cJSON *data = cJSON_GetObjectItemCaseSensitive(root, "data");
+    for (uint32_t i = 0; i < self->cfg.nmodel_aliases; i++) { /* vLLM: one card per name */
+        cJSON *a = cJSON_Duplicate(m, true);
+        cJSON_ReplaceItemInObject(a, "id", cJSON_CreateString(self->aliases[i]));
+        cJSON_AddItemToArray(data, a);
+    }
     for (uint32_t i = 0; i < self->cfg.nloras; i++) { /* vLLM: adapters, parent = base */
         cJSON *a = cJSON_Duplicate(m, true);
         cJSON_ReplaceItemInObject(a, "id", cJSON_CreateString(self->loras[i].name));
@@ -836,7 +882,117 @@ void sim_api_restart(sim_api_t *self)
     sim_engine_restart(self->engine);
 }
 
+/* --- the provider stand-in ------------------------------------------------------------------ */
+
+/* OpenAI's 401 (its error shape, as the official clients parse it; vLLM itself answers
+ * {"error": "Unauthorized"}). The message never repeats what was presented. */
+static void s_unauthorized(ipl_http_resp_t *resp, sim_auth_t auth)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON *err = cJSON_AddObjectToObject(root, "error");
+    cJSON_AddStringToObject(err, "message",
+                            auth == SIM_AUTH_MISSING
+                                ? "You didn't provide an API key. You need to provide your API "
+                                  "key in an Authorization header using Bearer auth (i.e. "
+                                  "Authorization: Bearer YOUR_KEY)."
+                                : "Incorrect API key provided.");
+    cJSON_AddStringToObject(err, "type", "invalid_request_error");
+    cJSON_AddNullToObject(err, "param");
+    if (auth == SIM_AUTH_MISSING)
+        cJSON_AddNullToObject(err, "code");
+    else
+        cJSON_AddStringToObject(err, "code", "invalid_api_key");
+    IPL_LOG_EVERY(5, IPL_LOG_INFO, "request_unauthorized", "auth=%s", sim_auth_name(auth));
+    s_send_json(resp, 401, root);
+}
+
+/* The record's model and stream flag, from the body when it is a JSON object (best effort:
+ * the handler answers whatever is wrong with it). */
+static void s_note_body(sim_standin_note_t *note, const ipl_http_req_t *req)
+{
+    size_t len = 0;
+    const char *body = ipl_http_req_body(req, &len);
+    cJSON *root = body && len ? cJSON_ParseWithLength(body, len) : NULL;
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
+    if (cJSON_IsString(m)) snprintf(note->model, sizeof note->model, "%s", m->valuestring);
+    note->stream = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "stream"));
+    cJSON_Delete(root);
+}
+
+/* Every /v1 route in the stand-in mode: the network latency, the key, then the route's own
+ * handler; the request is recorded whatever happens. */
+static void s_gate(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
+{
+    const s_route_t *r = arg;
+    sim_api_t *self = r->api;
+    s_pending_t pending;
+    sim_standin_note_init(&pending.note, ipl_http_req_method(req), ipl_http_req_path(req));
+    pending.deferred = false;
+    for (int i = 0; i < SIM_STANDIN_MAX_HEADERS; i++) {
+        const char *name = sim_standin_header_name(self->standin, i);
+        if (!name) break;
+        if (ipl_http_req_header(req, name)) pending.note.headers |= 1ULL << i;
+    }
+    s_note_body(&pending.note, req);
+    uint32_t ms = sim_standin_draw_latency_ms(self->standin);
+    if (ms) {
+        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
+    }
+    pending.note.auth = sim_standin_check(self->standin, ipl_http_req_header(req, "Authorization"),
+                                          ipl_http_req_header(req, "x-api-key"));
+    if (pending.note.auth == SIM_AUTH_MISSING || pending.note.auth == SIM_AUTH_WRONG) {
+        s_unauthorized(resp, pending.note.auth); /* nothing reaches the engine */
+        pending.note.status = 401;
+        sim_standin_record(self->standin, &pending.note);
+        return;
+    }
+    s_pending = &pending;
+    r->fn(self, req, resp);
+    s_pending = NULL;
+    if (pending.deferred) return; /* a stream: its writer files the record */
+    if (!pending.note.status) pending.note.status = 200;
+    sim_standin_record(self->standin, &pending.note);
+}
+
+static void s_standin_received(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
+{
+    (void)req;
+    sim_api_t *self = arg;
+    cJSON *root = sim_standin_report(self->standin);
+    if (!root) {
+        ipl_http_resp_error(resp, 500, "InternalServerError", "out of memory");
+        return;
+    }
+    s_send_json(resp, 200, root);
+}
+
+static void s_standin_reset(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
+{
+    (void)req;
+    sim_api_t *self = arg;
+    sim_standin_reset(self->standin);
+    ipl_http_resp_set(resp, 200, "application/json", "{\"reset\":true}", 14);
+}
+
 /* --- life cycle ---------------------------------------------------------------------------- */
+
+static void s_free_loras(sim_api_t *self);
+
+/* Frees what sim_api_new allocated before its mutex and condition, and self. */
+static void s_free_parts(sim_api_t *self)
+{
+    for (uint32_t i = 0; self->aliases && i < self->cfg.nmodel_aliases; i++)
+        free(self->aliases[i]);
+    free(self->aliases);
+    free(self->routes);
+    sim_standin_destroy(&self->standin);
+    s_free_loras(self);
+    free(self->model_name);
+    free(self->vllm_version);
+    free(self);
+}
 
 static void s_free_loras(sim_api_t *self)
 {
@@ -883,6 +1039,25 @@ sim_api_t *sim_api_new(const sim_api_config_t *cfg, sim_engine_t *engine,
         }
     }
     self->cfg.loras = self->loras;
+    if (cfg->nmodel_aliases) {
+        bool ok = (self->aliases = calloc(cfg->nmodel_aliases, sizeof *self->aliases)) != NULL;
+        for (uint32_t i = 0; ok && i < cfg->nmodel_aliases; i++)
+            ok = (self->aliases[i] = strdup(cfg->model_aliases[i])) != NULL;
+        if (!ok) {
+            s_free_parts(self);
+            return NULL;
+        }
+    }
+    self->cfg.model_aliases = (const char *const *)self->aliases;
+    if (cfg->standin) {
+        self->standin = sim_standin_new(cfg->standin);
+        self->routes = self->standin ? calloc(S_NV1, sizeof *self->routes) : NULL;
+        if (!self->routes) {
+            s_free_parts(self);
+            return NULL;
+        }
+    }
+    self->cfg.standin = NULL; /* not kept: the stand-in has its copy */
     if (self->cfg.natural_mean_tokens <= 0) self->cfg.natural_mean_tokens = 256;
     if (self->cfg.time_scale <= 0) self->cfg.time_scale = 1;
     self->fail_state = cfg->seed ^ 0x6661696cULL; /* "fail" */
@@ -913,11 +1088,37 @@ sim_api_t *sim_api_new(const sim_api_config_t *cfg, sim_engine_t *engine,
     return self;
 }
 
+/* A /v1 route: straight to its handler, or through the stand-in's gate when it is on. */
+static void s_route_v1(sim_api_t *self, ipl_httpd_t *httpd, int i, const char *method,
+                       const char *path, ipl_http_handler_fn *fn)
+{
+    assert(i < S_NV1);
+    if (!self->standin) {
+        ipl_httpd_route(httpd, method, path, fn, self);
+        return;
+    }
+    self->routes[i] = (s_route_t){.api = self, .fn = fn};
+    ipl_httpd_route(httpd, method, path, s_gate, &self->routes[i]);
+}
+
+/* vLLM's key check covers every path under /v1: an unknown one is refused (401) before it is
+ * found missing (404). */
+static void s_v1_unknown(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
+{
+    (void)req;
+    s_error(arg, resp, 404, "Not Found");
+}
+
 void sim_api_routes(sim_api_t *self, ipl_httpd_t *httpd)
 {
-    ipl_httpd_route(httpd, "POST", "/v1/completions", s_completions, self);
-    ipl_httpd_route(httpd, "POST", "/v1/chat/completions", s_chat_completions, self);
-    ipl_httpd_route(httpd, "GET", "/v1/models", s_models, self);
+    s_route_v1(self, httpd, 0, "POST", "/v1/completions", s_completions);
+    s_route_v1(self, httpd, 1, "POST", "/v1/chat/completions", s_chat_completions);
+    s_route_v1(self, httpd, 2, "GET", "/v1/models", s_models);
+    if (self->standin) {
+        s_route_v1(self, httpd, 3, "*", "/v1/*", s_v1_unknown);
+        ipl_httpd_route(httpd, "GET", "/stand-in/received", s_standin_received, self);
+        ipl_httpd_route(httpd, "POST", "/stand-in/reset", s_standin_reset, self);
+    }
     ipl_httpd_route(httpd, "GET", "/health", s_health, self);
     ipl_httpd_route(httpd, "GET", "/version", s_version, self);
     ipl_httpd_route(httpd, "GET", "/metrics", s_metrics, self);
@@ -955,9 +1156,6 @@ void sim_api_destroy(sim_api_t **self_p)
     }
     pthread_cond_destroy(&self->writers_done);
     pthread_mutex_destroy(&self->lock);
-    s_free_loras(self);
-    free(self->model_name);
-    free(self->vllm_version);
-    free(self);
+    s_free_parts(self);
     *self_p = NULL;
 }

@@ -6,12 +6,18 @@
  *   GET  /v1/models, /health, /version, /metrics
  *   POST /tokenize, /detokenize, /reset_prefix_cache
  *   POST /sim/restart   (simulator-only fault: an abrupt restart, see sim_api_restart)
+ *   GET  /stand-in/received, POST /stand-in/reset   (the provider stand-in, when on)
  *
  * Prompts are tokenized with the shared tokenizer (ipl_tokenizer) and chat messages rendered
  * with the shared template (ipl_chat), exactly as the gateway does, so the blocks a worker
  * caches are the blocks the router hashes. Output is sim_text's deterministic words.
  * Errors are vLLM's: {"error":{"message","type","param","code"}} with 400 (bad request,
  * context length exceeded), 404 (unknown model).
+ *
+ * Provider stand-in (cfg.standin, off by default): every /v1 route first waits the network
+ * latency, then checks the API key (401 in OpenAI's error shape without touching the engine),
+ * and every /v1 request is recorded (sim_standin) with its outcome, model, stream flag,
+ * header names and token counts.
  *
  * Threads: handlers run on the HTTP server's connection threads; a streaming request gets a
  * writer thread of its own that turns the engine's tokens into SSE chunks as they come.
@@ -26,6 +32,7 @@
 #include "ipl_metrics.h"
 #include "ipl_tokenizer.h"
 #include "sim_engine.h"
+#include "sim_standin.h"
 
 /* A LoRA adapter of --lora-modules: requests name it as their model. */
 typedef struct {
@@ -34,7 +41,11 @@ typedef struct {
 } sim_lora_t;
 
 typedef struct {
-    const char *model_name;     /* --served-model-name (copied) */
+    const char *model_name;           /* --served-model-name's first name: what responses say
+                                         (copied) */
+    const char *const *model_aliases; /* its other names, accepted as the base model too,
+                                         as vLLM (copied) */
+    uint32_t nmodel_aliases;
     uint32_t max_model_len;     /* prompt + max_tokens at most */
     bool prompt_tokens_details; /* --enable-prompt-tokens-details */
     uint64_t seed;              /* --seed */
@@ -46,6 +57,7 @@ typedef struct {
     double startup_delay_s; /* fault: simulated seconds of "model loading" (503) at start
                                and after each restart */
     double time_scale;      /* simulated seconds per real second (for startup_delay_s) */
+    const sim_standin_config_t *standin; /* the provider stand-in; NULL: off (copied) */
 } sim_api_config_t;
 
 typedef struct sim_api sim_api_t;

@@ -20,7 +20,8 @@ void sim_options_add(sim_options_t *self, ipl_config_t *c)
                    "tokenizer.json file, or a directory holding one (vLLM: name or path of "
                    "the HF tokenizer); \"builtin\" for the built-in tokenizer");
     ipl_config_add(c, "served-model-name", IPL_OPT_STR, &self->served_model_name, "sim-model",
-                   "the model name clients ask for (vLLM)");
+                   "the model name clients ask for; several names are all accepted and "
+                   "responses say the first (vLLM)");
     ipl_config_add(c, "block-size", IPL_OPT_INT, &self->block_size, "16",
                    "tokens per KV-cache block (vLLM)");
     ipl_config_add(c, "num-gpu-blocks-override", IPL_OPT_INT, &self->num_gpu_blocks_override, NULL,
@@ -84,7 +85,30 @@ void sim_options_add(sim_options_t *self, ipl_config_t *c)
                    "simulator-only: override the profile's cost per context token per step");
     ipl_config_add(c, "sim-request-s", IPL_OPT_DOUBLE, &self->request_s, NULL,
                    "simulator-only: override the profile's per-request API latency");
+    ipl_config_add(c, "api-key", IPL_OPT_STR, &self->api_key, NULL,
+                   "require one of these keys as 'Authorization: Bearer KEY' on /v1 routes, "
+                   "else 401; also read from VLLM_API_KEY (vLLM)");
+    ipl_config_add(c, "accept-x-api-key", IPL_OPT_BOOL, &self->accept_x_api_key, "false",
+                   "simulator-only stand-in: also accept the key as 'x-api-key: KEY' "
+                   "(Anthropic style)");
+    ipl_config_add(c, "network-latency-ms", IPL_OPT_INT, &self->network_latency_ms, "0",
+                   "simulator-only stand-in: milliseconds added before every /v1 response's "
+                   "headers (a remote provider's network)");
+    ipl_config_add(c, "network-jitter-ms", IPL_OPT_INT, &self->network_jitter_ms, "0",
+                   "simulator-only stand-in: plus a seeded uniform draw of 0..N ms");
+    ipl_config_add(c, "stand-in", IPL_OPT_BOOL, &self->stand_in, "false",
+                   "simulator-only: act as a provider stand-in (count /v1 requests, serve "
+                   "/stand-in/received and /stand-in/reset); implied by --api-key and "
+                   "--network-latency-ms");
+    ipl_config_add(c, "stand-in-history", IPL_OPT_INT, &self->stand_in_history, "100",
+                   "simulator-only stand-in: the last N requests reported in detail");
+    ipl_config_add(c, "stand-in-headers", IPL_OPT_STR, &self->stand_in_headers, NULL,
+                   "simulator-only stand-in: more request header names to report as present "
+                   "or not (comma-separated; names only, never values)");
     ipl_config_range(c, "port", 0, 65535);
+    ipl_config_range(c, "network-latency-ms", 0, 60000);
+    ipl_config_range(c, "network-jitter-ms", 0, 60000);
+    ipl_config_range(c, "stand-in-history", 1, 100000);
     ipl_config_range(c, "block-size", 1, SIM_HASHER_MAX_BLOCK);
     ipl_config_range(c, "num-gpu-blocks-override", 0, 1e8);
     ipl_config_range(c, "max-num-seqs", 1, 1e6);
@@ -186,8 +210,41 @@ static int s_check_engine(sim_options_t *self, const ipl_config_t *config, FILE 
 
 /* --- LoRA adapters ------------------------------------------------------------------------ */
 
+/* Frees a list of owned strings and zeroes it. */
+static void s_free_list(char ***list, uint32_t *n)
+{
+    for (uint32_t i = 0; *list && i < *n; i++)
+        free((*list)[i]);
+    free(*list);
+    *list = NULL;
+    *n = 0;
+}
+
+/* Splits `text` at any of `seps` into owned strings (empty pieces skipped). 0 or -1. */
+static int s_split_list(const char *text, const char *seps, char ***list, uint32_t *n)
+{
+    s_free_list(list, n);
+    for (const char *p = text; p && *p;) {
+        size_t len = strcspn(p, seps);
+        if (len) {
+            char **grown = realloc(*list, (*n + 1) * sizeof *grown);
+            if (!grown) return -1;
+            *list = grown;
+            if (!(grown[*n] = strndup(p, len))) return -1;
+            (*n)++;
+        }
+        p += len;
+        if (*p) p++;
+    }
+    return 0;
+}
+
 void sim_options_clear(sim_options_t *self)
 {
+    s_free_list(&self->model_names, &self->nmodel_names);
+    s_free_list(&self->api_keys, &self->napi_keys);
+    self->standin.api_keys = NULL;
+    self->standin.napi_keys = 0;
     for (uint32_t i = 0; i < self->nloras; i++) {
         free((char *)self->loras[i].name);
         free((char *)self->loras[i].path);
@@ -268,27 +325,52 @@ static int s_parse_loras(sim_options_t *self, FILE *errors, const char *text)
     return 0;
 }
 
+/* The flags that take several values (vLLM's nargs='+'). */
+static bool s_multi(const char *arg)
+{
+    return strcmp(arg, "--lora-modules") == 0 || strcmp(arg, "--served-model-name") == 0 ||
+           strcmp(arg, "--api-key") == 0;
+}
+
+/* The end (exclusive) of the values after a multi-value flag at argv[i]: the first value is
+ * taken whatever it is, further ones until the next "--" argument. */
+static int s_values_end(int argc, char **argv, int i)
+{
+    int j = i + 1;
+    while (j < argc && (j == i + 1 || strncmp(argv[j], "--", 2) != 0))
+        j++;
+    return j;
+}
+
 char **sim_options_argv(int argc, char **argv, int *nargc, char **joined)
 {
-    char **out = calloc((size_t)argc + 1, sizeof *out);
     *joined = NULL;
+    size_t total = 0;
+    for (int i = 0; i < argc; i++)
+        if (s_multi(argv[i]) && i + 1 < argc) {
+            int j = s_values_end(argc, argv, i);
+            for (int k = i + 1; k < j; k++)
+                total += strlen(argv[k]) + 1;
+            i = j - 1;
+        }
+    char **out = calloc((size_t)argc + 1, sizeof *out);
+    if (!out || (total && !(*joined = malloc(total)))) {
+        free(out);
+        return NULL;
+    }
+    char *w = *joined;
     int n = 0;
-    for (int i = 0; out && i < argc; i++) {
+    for (int i = 0; i < argc; i++) {
         out[n++] = argv[i];
-        if (strcmp(argv[i], "--lora-modules") != 0 || *joined || i + 1 >= argc) continue;
-        size_t len = 0;
-        int j = i + 1;
-        for (; j < argc && (j == i + 1 || strncmp(argv[j], "--", 2) != 0); j++)
-            len += strlen(argv[j]) + 1;
-        if (!(*joined = calloc(len + 1, 1))) {
-            free(out);
-            return NULL;
-        }
+        if (!s_multi(argv[i]) || i + 1 >= argc) continue;
+        int j = s_values_end(argc, argv, i);
+        out[n++] = w;
         for (int k = i + 1; k < j; k++) {
-            if (k > i + 1) strcat(*joined, "\n");
-            strcat(*joined, argv[k]);
+            size_t len = strlen(argv[k]);
+            memcpy(w, argv[k], len);
+            w += len;
+            *w++ = k + 1 < j ? '\n' : '\0';
         }
-        out[n++] = *joined;
         i = j - 1;
     }
     *nargc = n;
@@ -301,6 +383,50 @@ static const char *s_vllm_version(sim_kv_format_t f, int layout)
     if (f == SIM_KV_FORMAT_MAP) return "0.26.0";
     if (f == SIM_KV_FORMAT_ARRAY) return layout == 3 ? "0.26.0" : "0.25.0";
     return "0.10.2";
+}
+
+/* --served-model-name's names, --api-key's keys (or VLLM_API_KEY's, as vLLM), and the
+ * stand-in's config. */
+static int s_check_standin(sim_options_t *self, const ipl_config_t *config, FILE *errors)
+{
+    if (s_split_list(self->served_model_name, "\n, ", &self->model_names, &self->nmodel_names) ||
+        s_split_list(self->api_key ? self->api_key : getenv("VLLM_API_KEY"), "\n", &self->api_keys,
+                     &self->napi_keys)) {
+        fprintf(errors, "inferplane-sim: out of memory\n");
+        return -1;
+    }
+    if (!self->nmodel_names) {
+        fprintf(errors, "inferplane-sim: --served-model-name needs a name (e.g. sim-model)\n");
+        return -1;
+    }
+    if (self->api_key && !self->napi_keys) {
+        fprintf(errors, "inferplane-sim: --api-key needs a key (e.g. --api-key sk-test)\n");
+        return -1;
+    }
+    if (self->accept_x_api_key && !self->napi_keys) {
+        fprintf(errors, "inferplane-sim: --accept-x-api-key needs --api-key KEY\n");
+        return -1;
+    }
+    bool given = strcmp(ipl_config_source(config, "stand-in-history"), "default") != 0 ||
+                 self->stand_in_headers;
+    self->standin_on = self->stand_in || self->napi_keys || self->network_latency_ms > 0 ||
+                       self->network_jitter_ms > 0;
+    if (given && !self->standin_on) { /* settings of a mode that is off */
+        fprintf(errors, "inferplane-sim: --stand-in-history and --stand-in-headers apply to the "
+                        "provider stand-in: add --stand-in (or --api-key, --network-latency-ms)\n");
+        return -1;
+    }
+    self->standin = (sim_standin_config_t){
+        .api_keys = (const char *const *)self->api_keys,
+        .napi_keys = self->napi_keys,
+        .accept_x_api_key = self->accept_x_api_key,
+        .latency_ms = (uint32_t)self->network_latency_ms,
+        .jitter_ms = (uint32_t)self->network_jitter_ms,
+        .seed = (uint64_t)self->seed,
+        .history = (uint32_t)self->stand_in_history,
+        .extra_headers = self->stand_in_headers,
+    };
+    return 0;
 }
 
 int sim_options_check(sim_options_t *self, const ipl_config_t *config, FILE *errors)
@@ -317,6 +443,10 @@ int sim_options_check(sim_options_t *self, const ipl_config_t *config, FILE *err
         (s_parse_loras(self, errors, self->lora_modules) != 0 || !self->enable_lora)) {
         if (!self->enable_lora)
             fprintf(errors, "inferplane-sim: --lora-modules needs --enable-lora (as vLLM)\n");
+        sim_options_clear(self);
+        return -1;
+    }
+    if (s_check_standin(self, config, errors) != 0) {
         sim_options_clear(self);
         return -1;
     }
@@ -343,13 +473,16 @@ void sim_options_engine_config(const sim_options_t *self, sim_engine_config_t *c
     cfg->hash_algo = self->hash_algo;
     cfg->pythonhashseed = self->pythonhashseed;
     cfg->seed = (uint64_t)self->seed;
-    cfg->model_name = self->served_model_name;
+    cfg->model_name = self->model_names ? self->model_names[0] : self->served_model_name;
 }
 
 void sim_options_api_config(const sim_options_t *self, sim_api_config_t *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
-    cfg->model_name = self->served_model_name;
+    cfg->model_name = self->model_names ? self->model_names[0] : self->served_model_name;
+    cfg->model_aliases = self->nmodel_names > 1 ? (const char *const *)self->model_names + 1 : NULL;
+    cfg->nmodel_aliases = self->nmodel_names > 1 ? self->nmodel_names - 1 : 0;
+    cfg->standin = self->standin_on ? &self->standin : NULL;
     cfg->max_model_len = (uint32_t)self->max_model_len;
     cfg->prompt_tokens_details = self->enable_prompt_tokens_details;
     cfg->seed = (uint64_t)self->seed;

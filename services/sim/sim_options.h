@@ -33,6 +33,7 @@
 #include "sim_hasher.h"
 #include "sim_kvpub.h"
 #include "sim_profile.h"
+#include "sim_standin.h"
 
 typedef struct {
     /* vLLM's flags, names and defaults */
@@ -62,6 +63,14 @@ typedef struct {
     double fail_rate;
     double startup_delay;
     double step_s, prefill_token_s, decode_seq_s, context_token_s, request_s;
+    /* the provider stand-in (off unless one of these is given) */
+    char *api_key; /* vLLM's --api-key: one or more keys (newline-joined); VLLM_API_KEY */
+    bool accept_x_api_key;
+    int64_t network_latency_ms;
+    int64_t network_jitter_ms;
+    bool stand_in;
+    int64_t stand_in_history;
+    char *stand_in_headers;
 
     /* Filled by sim_options_check. */
     sim_profile_t prof;         /* --profile's costs, with the --sim-* overrides and
@@ -73,15 +82,23 @@ typedef struct {
     const char *pythonhashseed; /* the environment's PYTHONHASHSEED (NULL: unset) */
     sim_lora_t *loras;          /* --lora-modules (owned: sim_options_clear frees them) */
     uint32_t nloras;
+    char **model_names; /* --served-model-name's names (owned); [0] is the one
+                           responses and metrics report, as vLLM */
+    uint32_t nmodel_names;
+    char **api_keys; /* --api-key or VLLM_API_KEY (owned) */
+    uint32_t napi_keys;
+    bool standin_on;              /* --stand-in, a key, or a latency was given */
+    sim_standin_config_t standin; /* borrows api_keys and the config's strings */
 } sim_options_t;
 
 /* Zeroes `self` and declares every option (and its range) on `config`. */
 void sim_options_add(sim_options_t *self, ipl_config_t *config);
 
-/* vLLM takes --lora-modules with several values (argparse nargs='+'); ipl_config takes one.
- * Returns a copy of argv where the values after --lora-modules are one newline-joined
- * argument, its length in *nargc; the caller frees the array and *joined (NULL on
- * allocation failure). The strings are borrowed from argv but *joined. */
+/* vLLM takes --lora-modules, --served-model-name and --api-key with several values (argparse
+ * nargs='+'); ipl_config takes one. Returns a copy of argv where the values after each of
+ * them are one newline-joined argument, its length in *nargc; the caller frees the array and
+ * *joined (one block holding every joined argument; NULL when none). NULL on allocation
+ * failure. The strings are borrowed from argv but those in *joined. */
 char **sim_options_argv(int argc, char **argv, int *nargc, char **joined);
 
 /* After parsing (which checked every numeric range): checks what the ranges cannot (profile,
@@ -99,7 +116,8 @@ void sim_options_engine_config(const sim_options_t *self, sim_engine_config_t *c
  * strings are borrowed from `self`. */
 void sim_options_api_config(const sim_options_t *self, sim_api_config_t *cfg);
 
-/* Frees the LoRA adapters (safe on a struct sim_options_add zeroed, and twice). */
+/* Frees the LoRA adapters, model names and keys (safe on a struct sim_options_add zeroed,
+ * and twice). */
 void sim_options_clear(sim_options_t *self);
 
 #endif

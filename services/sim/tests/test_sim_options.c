@@ -1,7 +1,8 @@
 /*
  * Unit tests of sim_options: the defaults give vLLM's engine and API configs, a bad value is
  * refused with the line a person reads, the --sim-* and --num-gpu-blocks-override overrides
- * change the profile (and cap max-model-len), and --lora-modules takes several values as vLLM.
+ * change the profile (and cap max-model-len), and --lora-modules, --served-model-name and
+ * --api-key take several values as vLLM; the provider stand-in is off unless asked for.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -85,6 +86,8 @@ static void test_defaults_are_vllms(void **state)
     assert_string_equal(a.model_name, "sim-model");
     assert_int_equal(a.nloras, 0);
     assert_false(a.prompt_tokens_details);
+    assert_int_equal(a.nmodel_aliases, 0);
+    assert_null(a.standin); /* make run: no key, no latency, no counting */
     s_done(&r);
 }
 
@@ -185,14 +188,119 @@ static void test_lora_modules_take_several_values(void **state)
     s_done(&r);
 }
 
+static void test_served_names_and_keys_take_several_values(void **state)
+{
+    (void)state;
+    char *argv[] = {"inferplane-sim",
+                    "--served-model-name",
+                    "remote-a",
+                    "remote-b",
+                    "--api-key",
+                    "sk-1",
+                    "sk-2",
+                    "--lora-modules",
+                    "l=/p",
+                    "--enable-lora",
+                    "--network-latency-ms",
+                    "50",
+                    "--network-jitter-ms",
+                    "5",
+                    "--accept-x-api-key",
+                    NULL};
+    int nargc = 0;
+    char *joined = NULL;
+    char **args = sim_options_argv(15, argv, &nargc, &joined);
+    assert_non_null(args);
+    assert_int_equal(nargc, 13);
+    assert_string_equal(args[2], "remote-a\nremote-b");
+    assert_string_equal(args[4], "sk-1\nsk-2");
+    assert_string_equal(args[6], "l=/p");
+    s_run_t r = {0};
+    assert_int_equal(s_run(&r, (const char *const *)args + 1), 0);
+    free(args);
+    free(joined);
+    sim_engine_config_t e;
+    sim_options_engine_config(&r.o, &e);
+    assert_string_equal(e.model_name, "remote-a"); /* metrics say the first, as vLLM */
+    sim_api_config_t a;
+    sim_options_api_config(&r.o, &a);
+    assert_string_equal(a.model_name, "remote-a");
+    assert_int_equal(a.nmodel_aliases, 1);
+    assert_string_equal(a.model_aliases[0], "remote-b");
+    assert_non_null(a.standin);
+    assert_int_equal(a.standin->napi_keys, 2);
+    assert_string_equal(a.standin->api_keys[1], "sk-2");
+    assert_true(a.standin->accept_x_api_key);
+    assert_int_equal(a.standin->latency_ms, 50);
+    assert_int_equal(a.standin->jitter_ms, 5);
+    assert_int_equal(a.standin->history, 100);
+    assert_int_equal(a.nloras, 1);
+    s_done(&r);
+    assert_null(r.o.api_keys);
+    assert_null(r.o.model_names);
+
+    /* Latency alone turns the stand-in on, without a key; so does --stand-in. */
+    r = (s_run_t){0};
+    assert_int_equal(s_run(&r, (const char *[]){"--network-latency-ms", "20", NULL}), 0);
+    sim_options_api_config(&r.o, &a);
+    assert_non_null(a.standin);
+    assert_int_equal(a.standin->napi_keys, 0);
+    s_done(&r);
+    r = (s_run_t){0};
+    assert_int_equal(s_run(&r, (const char *[]){"--stand-in", "--stand-in-history", "5",
+                                                "--stand-in-headers", "x-a,x-b", NULL}),
+                     0);
+    sim_options_api_config(&r.o, &a);
+    assert_non_null(a.standin);
+    assert_int_equal(a.standin->history, 5);
+    assert_string_equal(a.standin->extra_headers, "x-a,x-b");
+    s_done(&r);
+
+    /* vLLM reads VLLM_API_KEY when --api-key is not given. */
+    setenv("VLLM_API_KEY", "sk-env", 1);
+    r = (s_run_t){0};
+    assert_int_equal(s_run(&r, NULL), 0);
+    sim_options_api_config(&r.o, &a);
+    assert_non_null(a.standin);
+    assert_int_equal(a.standin->napi_keys, 1);
+    assert_string_equal(a.standin->api_keys[0], "sk-env");
+    s_done(&r);
+    unsetenv("VLLM_API_KEY");
+}
+
+static void test_stand_in_mistakes_are_refused(void **state)
+{
+    (void)state;
+    s_run_t r = {0};
+    assert_int_equal(s_run(&r, (const char *[]){"--accept-x-api-key", NULL}), -1);
+    assert_string_equal(r.errors, "inferplane-sim: --accept-x-api-key needs --api-key KEY\n");
+    s_done(&r);
+    r = (s_run_t){0};
+    assert_int_equal(s_run(&r, (const char *[]){"--stand-in-history", "3", NULL}), -1);
+    assert_non_null(strstr(r.errors, "apply to the provider stand-in: add --stand-in"));
+    s_done(&r);
+    r = (s_run_t){0};
+    assert_int_equal(s_run(&r, (const char *[]){"--api-key", "", NULL}), -1);
+    assert_string_equal(r.errors,
+                        "inferplane-sim: --api-key needs a key (e.g. --api-key sk-test)\n");
+    s_done(&r);
+    r = (s_run_t){0};
+    assert_int_equal(s_run(&r, (const char *[]){"--served-model-name", ",", NULL}), -1);
+    assert_non_null(strstr(r.errors, "--served-model-name needs a name"));
+    s_done(&r);
+}
+
 int main(void)
 {
     unsetenv("VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES");
+    unsetenv("VLLM_API_KEY");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_are_vllms),
         cmocka_unit_test(test_bad_values_are_refused_with_their_message),
         cmocka_unit_test(test_overrides_change_the_profile),
         cmocka_unit_test(test_lora_modules_take_several_values),
+        cmocka_unit_test(test_served_names_and_keys_take_several_values),
+        cmocka_unit_test(test_stand_in_mistakes_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
