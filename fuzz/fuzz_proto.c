@@ -1,5 +1,8 @@
 /* libFuzzer target: every proto decoder (one entry point, the envelope picks the message).
- * Whatever decodes must re-encode and decode to the same bytes (round-trip stability). */
+ * Whatever decodes must re-encode and decode to the same bytes (round-trip stability): a
+ * frame from an older sender re-encodes with its optional fields present (0, nil, empty).
+ * Seeds (fuzz/seeds/fuzz_proto/): examples/policy-full's POLICY, with every published element
+ * array and string list (policy_full), and a POLICY from before hash and them (policy_old). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -464,5 +464,45 @@ class TestPolicy(unittest.TestCase):
         self.assertIn('--watch "inotifyy" is not known; use auto or poll', p.log())
 
 
+    def test_decider_receives_the_full_policy(self):
+        """With examples/policy-full loaded, a decider's /debug/policy shows the backends,
+        providers, rules, aliases and limits it received in POLICY, as the policy service
+        shows them, and no secret's value."""
+        full = os.path.join(ROOT, "examples", "policy-full")
+        files = {}
+        for name in sorted(os.listdir(full)):
+            with open(os.path.join(full, name)) as f:
+                files[name] = f.read()
+        p = PolicyStack(self, files)
+        dec = p.st.start("decider", ["--listen", zmq_endpoint(), "--state-sub", zmq_endpoint(),
+                                     "--state-snapshot", zmq_endpoint(), "--policy-sub", p.pub,
+                                     "--policy-req", p.rep], ready=False)
+
+        def received():
+            v = http_json("GET", dec.admin_url + "/debug/policy")[2]
+            return v if v["version"] > 0 else None
+
+        got = wait_until(received, 5, what="the decider to receive the policy")
+        self.assertEqual([x["name"] for x in got["providers"]], ["burst", "cloud"])
+        self.assertEqual(got["providers"][1]["backend"], "cloud-openai")
+        self.assertEqual(got["rules"][0]["name"], "pii-stays-local")  # evaluation order
+        self.assertEqual(got["rules"][0]["action"], "keepLocal")
+        self.assertEqual([r["name"] for r in got["rules"]][3:5], ["nightly-batch",
+                                                                  "burst-to-cloud"])
+        self.assertEqual(got["rules"][4]["provider"], "burst")
+        self.assertEqual(got["pools"][0]["ttft_slo_ms"], 800)
+        self.assertEqual(len(got["pool_targets"]), 5)
+        self.assertEqual([a["name"] for a in got["aliases"]], ["assistant", "chat"])
+        self.assertEqual([x["tenant"] for x in got["limits"]], ["*", "team-a"])
+        stand_in = got["backends"][1]
+        self.assertEqual((stand_in["secret_source"], stand_in["secret_name"]),
+                         ("env", "STANDIN_API_KEY"))
+        ours = p.debug()
+        self.assertEqual(got["hash"], ours["hash"])
+        for key in ("backends", "providers", "provider_models", "pool_targets", "rules",
+                    "aliases", "alias_targets", "limits"):
+            self.assertEqual(got[key], ours[key], key)
+
+
 if __name__ == "__main__":
     unittest.main()

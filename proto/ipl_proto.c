@@ -23,13 +23,16 @@
 #define FD_bool(S, n)           IPL_FT_BOOL, offsetof(S, n), 0, NULL
 #define FD_str(S, n)            IPL_FT_STR, offsetof(S, n), 0, NULL
 #define FD_u64s(S, n)           IPL_FT_U64S, offsetof(S, n), offsetof(S, n##_len), NULL
+#define FD_strs(S, n)           IPL_FT_STRS, offsetof(S, n), offsetof(S, n##_len), NULL
 #define FD_opt_u64(S, n)        IPL_FT_U64, offsetof(S, n), 0, NULL, true
 #define FD_opt_str(S, n)        IPL_FT_STR, offsetof(S, n), 0, NULL, true
 #define F_DESC(S, kind, n, doc) {#n, doc, FD_##kind(S, n)},
-#define A_DESC(S, elem, n, doc)                                                                    \
-    {#n, doc, IPL_FT_STRUCTS, offsetof(S, n), offsetof(S, n##_len), &s_struct_##elem},
-#define COUNT_FIELD(S, kind, n, doc) +1
-#define COUNT_ARRAY(S, elem, n, doc) +1
+#define AD_arr                  false
+#define AD_opt_arr              true
+#define A_DESC(S, kind, elem, n, doc)                                                              \
+    {#n, doc, IPL_FT_STRUCTS, offsetof(S, n), offsetof(S, n##_len), &s_struct_##elem, AD_##kind},
+#define COUNT_FIELD(S, kind, n, doc)       +1
+#define COUNT_ARRAY(S, kind, elem, n, doc) +1
 
 #define STRUCT_TABLE(name, doc)                                                                    \
     static const ipl_proto_field_t s_fields_##name[] = {                                           \
@@ -240,6 +243,25 @@ static int s_fields(msgpack_sbuffer *w, const ipl_proto_struct_t *sd, const void
                 p = s_uint(p, v[k]);
             break;
         }
+        case IPL_FT_STRS: {
+            uint32_t n = *CAT(body, f->len_offset, uint32_t);
+            const char *const *v = *CAT(body, f->offset, char *const *);
+            if (n > IPL_PROTO_MAX_ARRAY) return IPL_E_RANGE;
+            if (n && !v) return IPL_E_INVAL;
+            w->size = (size_t)(s_array(p, n) - (uint8_t *)w->data);
+            for (uint32_t k = 0; k < n; k++) {
+                if (!v[k]) return IPL_E_INVAL;
+                size_t len = strlen(v[k]);
+                if (len > IPL_PROTO_MAX_STR) return IPL_E_RANGE;
+                if (s_reserve(w, S_HEAD + len) != IPL_OK) return IPL_E_NOMEM;
+                p = s_str_head((uint8_t *)w->data + w->size, len);
+                memcpy(p, v[k], len);
+                w->size = (size_t)(p + len - (uint8_t *)w->data);
+            }
+            if (s_reserve(w, room) != IPL_OK) return IPL_E_NOMEM;
+            p = (uint8_t *)w->data + w->size;
+            break;
+        }
         case IPL_FT_STRUCTS: {
             uint32_t n = *CAT(body, f->len_offset, uint32_t);
             const char *v = *CAT(body, f->offset, char *);
@@ -366,6 +388,25 @@ static int s_decode_field(ipl_mp_reader_t *r, const ipl_proto_field_t *f, void *
         if (n && !v) return IPL_E_NOMEM;
         if ((rc = ipl_mp_read_uints(r, v, n))) return rc;
         *AT(body, f->offset, uint64_t *) = v;
+        *AT(body, f->len_offset, uint32_t) = n;
+        return IPL_OK;
+    }
+    case IPL_FT_STRS: {
+        uint32_t n;
+        if ((rc = ipl_mp_read_array(r, &n))) return rc;
+        if (n > IPL_PROTO_MAX_ARRAY) return IPL_E_RANGE;
+        char **v = n ? s_alloc(arena, (size_t)n * sizeof *v, false) : NULL; // all written
+        if (n && !v) return IPL_E_NOMEM;
+        for (uint32_t k = 0; k < n; k++) {
+            const char *s;
+            uint32_t len;
+            if ((rc = ipl_mp_read_str(r, &s, &len))) return rc;
+            if (len > IPL_PROTO_MAX_STR) return IPL_E_RANGE;
+            if (!(v[k] = s_alloc(arena, (size_t)len + 1, false))) return IPL_E_NOMEM;
+            memcpy(v[k], s, len);
+            v[k][len] = '\0';
+        }
+        *AT(body, f->offset, char **) = v;
         *AT(body, f->len_offset, uint32_t) = n;
         return IPL_OK;
     }

@@ -11,8 +11,9 @@
  *
  * with the fields in declaration order. A struct-array field is an array of arrays of the
  * element's fields. Evolution: a message or a struct element may gain fields at the end within
- * one version (decoders ignore extra trailing fields; a field so added is declared opt_u64 or
- * opt_str, so that frames from senders that predate it still decode, with 0 or NULL); removing,
+ * one version (decoders ignore extra trailing fields; a field so added is declared opt_u64,
+ * opt_str or an opt_arr struct array, so that frames from senders that predate it still
+ * decode, with 0, NULL or an empty array; new senders always encode it); removing,
  * reordering or retyping a field needs a new version. Decoders reject, with an IPL_E_* code and
  * without crashing or over-allocating: truncated frames, wrong types, strings/arrays beyond the
  * limits, unknown versions, unknown types, missing fields and trailing bytes after the envelope.
@@ -54,21 +55,39 @@ enum {
 /* ---- the catalogue ------------------------------------------------------------------------
  * M(TYPE, id, name, from, to, pattern, doc)
  * F(ctx, kind, field, doc)  kind: u64 | f64 | bool | str | u64s (array of u64)
+ *                           | strs (array of strings, none nil; a NULL element is IPL_E_INVAL)
  *                           | opt_u64: a u64 added to an existing message or struct; senders
  *                             that predate it omit it and decoders read 0
  *                           | opt_str: the same for a string; decoders read NULL.
  *                           Optional fields come after every other field.
- * A(ctx, element, field, doc)  an array of struct `element` (declared in IPL_PROTO_STRUCTS)
+ * A(ctx, arr | opt_arr, element, field, doc)  an array of struct `element` (declared in
+ *                           IPL_PROTO_STRUCTS); opt_arr: added to an existing message or
+ *                           struct, optional like opt_u64 (absent in an older frame: empty)
  */
 #define IPL_PROTO_STRUCTS(S)                                                                       \
     S(pool, "A pool of the compiled policy.")                                                      \
     S(worker, "A worker of the compiled policy.")                                                  \
-    S(candidate, "One candidate's figures in a routing decision.")
+    S(candidate, "One candidate's figures in a routing decision.")                                 \
+    S(backend, "A GatewayBackend: where provider requests go and how the gateway authenticates "   \
+               "to it. Names where its secret comes from, never the secret's value (the gateway "  \
+               "reads it from that source when it runs).")                                         \
+    S(provider, "An InferenceProvider: a remote provider reached through a backend.")              \
+    S(provider_model, "A model an InferenceProvider offers, under its local and its remote name.") \
+    S(pool_target, "One of an InferencePool's targets (spec.targets[], in list order).")           \
+    S(rule, "An InferencePolicy rule, flat: every match condition and every action parameter, "    \
+            "with 0, false, \"\" or an empty list for what the rule does not set.")                \
+    S(alias, "A model alias of an InferencePolicy (its weighted targets are alias_target "         \
+             "elements).")                                                                         \
+    S(alias_target, "One weighted target of a model alias (spec.aliases[].targets[], in list "     \
+                    "order).")                                                                     \
+    S(limit, "A per-tenant limit of an InferencePolicy (declared; enforced by later work).")
 
 #define IPL_PROTO_FIELDS_pool(F, A, X)                                                             \
     F(X, str, name, "pool name")                                                                   \
     F(X, str, model, "model name clients ask for")                                                 \
-    F(X, str, strategy, "routing strategy (\"ttft\", \"least-loaded\", ...)")
+    F(X, str, strategy, "routing strategy (\"ttft\", \"least-loaded\", ...)")                      \
+    F(X, opt_u64, ttft_slo_ms,                                                                     \
+      "spec.slo.ttftMs: the TTFT target, ms (0: none, and from policy services that predate it)")
 
 #define IPL_PROTO_FIELDS_worker(F, A, X)                                                           \
     F(X, str, name, "worker name, unique in the cluster")                                          \
@@ -95,6 +114,105 @@ enum {
     F(X, bool, eligible, "whether it could be chosen")                                             \
     F(X, str, note, "why not eligible, or \"\"")
 
+#define IPL_PROTO_FIELDS_backend(F, A, X)                                                          \
+    F(X, str, name, "metadata.name")                                                               \
+    F(X, str, url, "base URL, e.g. https://api.example.com/v1")                                    \
+    F(X, str, protocol, "\"openai\" or \"anthropic\"")                                             \
+    F(X, str, auth, "\"none\", \"bearer\" (Authorization: Bearer) or \"header\" (auth_header)")    \
+    F(X, str, auth_header, "the header carrying the secret when auth is \"header\", else \"\"")    \
+    F(X, str, secret_source,                                                                       \
+      "where the secret is read from: \"secretRef\" (a Kubernetes Secret), \"file\", \"env\", "    \
+      "or \"\" without auth")                                                                      \
+    F(X, str, secret_name,                                                                         \
+      "the Secret's name, the file's path or the variable's name (\"\": none)")                    \
+    F(X, str, secret_key, "secretRef: the key within the Secret, else \"\"")                       \
+    F(X, str, ca_bundle, "tls.caBundle: a PEM file's path, or \"\"")                               \
+    F(X, str, ca_secret_name, "tls.caSecretRef: the Secret holding the CA bundle, or \"\"")        \
+    F(X, str, ca_secret_key, "tls.caSecretRef: its key, or \"\"")                                  \
+    F(X, bool, insecure_skip_verify, "tls.insecureSkipVerify: no certificate verification")        \
+    F(X, u64, connect_ms, "connect timeout, ms")                                                   \
+    F(X, u64, response_ms, "response timeout, ms")                                                 \
+    F(X, u64, max_connections, "connections to it at most, per gateway")
+
+#define IPL_PROTO_FIELDS_provider(F, A, X)                                                         \
+    F(X, str, name, "metadata.name")                                                               \
+    F(X, str, backend, "the backend element's name")                                               \
+    F(X, u64, latency_hint_ms, "expected time to first token, ms (0: unset)")                      \
+    F(X, u64, input_micros_per_mtok, "cost per million input tokens, millionths of a unit")        \
+    F(X, u64, output_micros_per_mtok, "cost per million output tokens, millionths of a unit")      \
+    F(X, u64, concurrent_requests, "capacity: concurrent requests (0: no limit)")                  \
+    F(X, u64, tokens_per_minute, "capacity: tokens per minute (0: no limit)")
+
+#define IPL_PROTO_FIELDS_provider_model(F, A, X)                                                   \
+    F(X, str, provider, "the provider element's name")                                             \
+    F(X, str, name, "local name (a pool's model)")                                                 \
+    F(X, str, remote_name, "the model name sent to the provider")
+
+#define IPL_PROTO_FIELDS_pool_target(F, A, X)                                                      \
+    F(X, str, pool, "the pool element's name")                                                     \
+    F(X, str, kind, "\"workerSet\" or \"provider\"")                                               \
+    F(X, str, name, "the worker set or provider element's name")                                   \
+    F(X, str, role, "\"primary\", \"overflow\" or \"batch\"")                                      \
+    F(X, u64, weight, "1..1000")
+
+#define IPL_PROTO_FIELDS_rule(F, A, X)                                                             \
+    F(X, str, policy, "the InferencePolicy's metadata.name")                                       \
+    F(X, str, name, "the rule's name (unique in its policy)")                                      \
+    F(X, u64, index, "its place in the policy's spec.rules")                                       \
+    F(X, strs, tenants, "match: any of these tenants (none: every tenant)")                        \
+    F(X, strs, models, "match: any of these models or aliases (none: every model)")                \
+    F(X, strs, labels, "match: all of these labels")                                               \
+    F(X, strs, headers,                                                                            \
+      "match: all of these request headers, each \"name\" (present, any value) or "                \
+      "\"name=value\" (split at the first '=', which a header name cannot hold)")                  \
+    F(X, u64, prompt_min, "match: prompt tokens at least (0 when unset)")                          \
+    F(X, u64, prompt_max, "match: prompt tokens at most (2^64-1 when unset)")                      \
+    F(X, bool, has_queue_depth, "match: whether queue_depth_above is set")                         \
+    F(X, u64, queue_depth_above, "match: the pool's waiting requests above this")                  \
+    F(X, bool, has_kv_utilization, "match: whether kv_utilization_above_percent is set")           \
+    F(X, u64, kv_utilization_above_percent, "match: the pool's KV utilization above this, %")      \
+    F(X, u64, predicted_ttft_above_slo,                                                            \
+      "match: 0 unset, 1 the predicted TTFT is within the pool's SLO, 2 above it")                 \
+    F(X, bool, has_time, "match: whether the time window is set")                                  \
+    F(X, u64, days, "match: weekdays, bit 0 Monday .. bit 6 Sunday (0x7f: every day)")             \
+    F(X, u64, from_minute, "match: window start, minutes after 00:00 UTC")                         \
+    F(X, u64, to_minute, "match: window end, minutes after 00:00 UTC (from > to wraps)")           \
+    F(X, str, action,                                                                              \
+      "\"route\", \"prefer\", \"spill\", \"keepLocal\", \"reject\" or \"admitBatch\"")             \
+    F(X, str, pool, "route, prefer: the pool's name, else \"\"")                                   \
+    F(X, strs, targets, "route: the subset of the pool's targets (none: all)")                     \
+    F(X, str, target, "prefer: the preferred target, else \"\"")                                   \
+    F(X, str, unless_holder,                                                                       \
+      "prefer: the target that wins instead when it holds the prefix and predicts a lower TTFT "   \
+      "(\"\": none)")                                                                              \
+    F(X, str, provider, "spill: the provider's name, else \"\"")                                   \
+    F(X, bool, while_above_slo, "spill: only while the predicted TTFT is above the SLO")           \
+    F(X, u64, enter_percent, "spill: enter above this % of the SLO")                               \
+    F(X, u64, exit_percent, "spill: leave below this % of the SLO")                                \
+    F(X, u64, min_hold_ms, "spill: stay at least this long, ms")                                   \
+    F(X, str, reason, "keepLocal, reject: the reason given to the client, else \"\"")              \
+    F(X, u64, status, "reject: the HTTP status, else 0")                                           \
+    F(X, u64, max_utilization_percent, "admitBatch: admit while utilization is under this, %")
+
+#define IPL_PROTO_FIELDS_alias(F, A, X)                                                            \
+    F(X, str, policy, "the InferencePolicy's metadata.name")                                       \
+    F(X, str, name, "the name clients ask for")                                                    \
+    F(X, strs, failover, "models or aliases to try, in order, when the targets fail")
+
+#define IPL_PROTO_FIELDS_alias_target(F, A, X)                                                     \
+    F(X, str, alias, "the alias element's name")                                                   \
+    F(X, str, kind, "\"model\" (a pool's model or another alias) or \"pool\"")                     \
+    F(X, str, name, "the model, alias or pool")                                                    \
+    F(X, u64, weight, "relative weight")
+
+#define IPL_PROTO_FIELDS_limit(F, A, X)                                                            \
+    F(X, str, policy, "the InferencePolicy's metadata.name")                                       \
+    F(X, str, tenant, "the tenant, or \"*\": every tenant without its own entry")                  \
+    F(X, u64, requests_per_minute, "0: no limit")                                                  \
+    F(X, u64, input_tokens_per_minute, "0: no limit")                                              \
+    F(X, u64, output_tokens_per_minute, "0: no limit")                                             \
+    F(X, u64, concurrent_requests, "0: no limit")
+
 #define IPL_PROTO_MESSAGES(M)                                                                      \
     M(KV_EVENT, 1, kv_event, "collector", "aggregator; aggregator to deciders",                    \
       "PUSH→PULL; PUB→SUB",                                                                        \
@@ -107,7 +225,8 @@ enum {
     M(SNAPSHOT_END, 4, snapshot_end, "aggregator", "decider", "ROUTER→DEALER",                     \
       "Ends a snapshot; deltas with seq > this seq apply on top of it.")                           \
     M(POLICY, 5, policy, "policy", "deciders, collectors", "PUB→SUB; ROUTER→DEALER",               \
-      "The compiled policy: pools and workers. Published on change and every few seconds, "        \
+      "The compiled policy: pools, workers, backends, providers, pool targets, rules, aliases "    \
+      "and limits. Published on change and every few seconds, "                                    \
       "and sent in answer to POLICY_REQ.")                                                         \
     M(POLICY_REQ, 6, policy_req, "decider, collector", "policy", "DEALER→ROUTER",                  \
       "Asks for the current compiled policy.")                                                     \
@@ -173,13 +292,26 @@ enum {
 #define IPL_PROTO_FIELDS_policy(F, A, X)                                                           \
     F(X, u64, version, "increases with every change")                                              \
     F(X, str, source, "where it was loaded from")                                                  \
-    A(X, pool, pools, "pools")                                                                     \
-    A(X, worker, workers, "workers")                                                               \
+    A(X, arr, pool, pools, "pools")                                                                \
+    A(X, arr, worker, workers, "workers")                                                          \
     F(X, opt_u64, hash,                                                                            \
-      "content hash of the pools and workers: XXH3-64 of this message encoded with version 0, "    \
-      "source nil and hash 0 (libs/policy/policy_digest), so equal policies have equal hashes "    \
-      "in every process and across restarts of the policy service; shown as 16 hex digits in "     \
-      "/debug/policy. 0 from policy services that predate it")
+      "content hash of every field but version and source (pools, workers and every element "      \
+      "array after this field): XXH3-64 of this message encoded with version 0, source nil and "   \
+      "hash 0 (libs/policy/policy_digest), so equal policies have equal hashes in every process "  \
+      "and across restarts of the policy service; shown as 16 hex digits in /debug/policy. 0 "     \
+      "from policy services that predate it")                                                      \
+    A(X, opt_arr, backend, backends, "GatewayBackends, by name")                                   \
+    A(X, opt_arr, provider, providers, "InferenceProviders, by name")                              \
+    A(X, opt_arr, provider_model, provider_models,                                                 \
+      "the providers' models: by provider, then in spec.models order")                             \
+    A(X, opt_arr, pool_target, pool_targets,                                                       \
+      "the pools' targets (worker sets and providers): by pool, then in spec.targets order")       \
+    A(X, opt_arr, rule, rules,                                                                     \
+      "every InferencePolicy rule in evaluation order (spec.priority highest first, then policy "  \
+      "name, then list order); the first that matches decides")                                    \
+    A(X, opt_arr, alias, aliases, "model aliases, by name")                                        \
+    A(X, opt_arr, alias_target, alias_targets, "the aliases' targets: by alias, then list order")  \
+    A(X, opt_arr, limit, limits, "per-tenant limits, by tenant (\"*\" first)")
 
 #define IPL_PROTO_FIELDS_policy_req(F, A, X) F(X, u64, have_version, "version the asker has, or 0")
 
@@ -212,7 +344,7 @@ enum {
     F(X, f64, predicted_ttft_s, "winner's predicted TTFT, seconds")                                \
     F(X, u64, cached_tokens, "winner's cached prompt tokens")                                      \
     F(X, u64, state_seq, "state sequence the decision saw")                                        \
-    A(X, candidate, candidates, "every candidate considered (none for a brief request)")           \
+    A(X, arr, candidate, candidates, "every candidate considered (none for a brief request)")      \
     F(X, opt_u64, observe,                                                                         \
       "1: the decider remembers this decision and wants an OBSERVED for req_id on this "           \
       "connection; 0 (and deciders that predate OBSERVED): send none")
@@ -273,11 +405,14 @@ enum {
 #define IPL_PROTO_DECL_f64(n) double n;
 #define IPL_PROTO_DECL_bool(n) bool n;
 #define IPL_PROTO_DECL_str(n) char *n; /* NULL encodes as nil */
+#define IPL_PROTO_DECL_strs(n)                                                                     \
+    char **n;                                                                                      \
+    uint32_t n##_len;
 #define IPL_PROTO_DECL_u64s(n)                                                                     \
     uint64_t *n;                                                                                   \
     uint32_t n##_len;
 #define IPL_PROTO_F_DECL(X, kind, n, doc) IPL_PROTO_DECL_##kind(n)
-#define IPL_PROTO_A_DECL(X, elem, n, doc)                                                          \
+#define IPL_PROTO_A_DECL(X, kind, elem, n, doc)                                                    \
     struct ipl_##elem *n;                                                                          \
     uint32_t n##_len;
 
@@ -307,7 +442,15 @@ typedef struct {
 } ipl_msg_t;
 
 /* ---- descriptors (for the codec, tests and docs) ------------------------------------------ */
-typedef enum { IPL_FT_U64, IPL_FT_F64, IPL_FT_BOOL, IPL_FT_STR, IPL_FT_U64S, IPL_FT_STRUCTS } ipl_ftype_t;
+typedef enum {
+    IPL_FT_U64,
+    IPL_FT_F64,
+    IPL_FT_BOOL,
+    IPL_FT_STR,
+    IPL_FT_U64S,
+    IPL_FT_STRUCTS,
+    IPL_FT_STRS, /* array of strings */
+} ipl_ftype_t;
 
 typedef struct ipl_proto_struct ipl_proto_struct_t;
 typedef struct {
@@ -315,7 +458,7 @@ typedef struct {
     const char *doc;
     ipl_ftype_t type;
     size_t offset;
-    size_t len_offset; /* U64S / STRUCTS: offset of the uint32_t count */
+    size_t len_offset;              /* U64S / STRS / STRUCTS: offset of the uint32_t count */
     const ipl_proto_struct_t *elem; /* STRUCTS */
     bool optional; /* may be absent at the end of a frame from an older sender (0 / NULL) */
 } ipl_proto_field_t;
@@ -340,7 +483,7 @@ const ipl_proto_msg_desc_t *ipl_proto_messages(size_t *n);
 /* NULL for an unknown type. */
 const ipl_proto_msg_desc_t *ipl_proto_msg_desc(int type);
 const char *ipl_msg_type_name(int type); /* "ROUTE_REQ", or "unknown" */
-/* Struct element descriptors (pool, worker, candidate); *n receives the count. */
+/* Struct element descriptors (pool, worker, candidate, ...); *n receives the count. */
 const ipl_proto_struct_t *const *ipl_proto_structs(size_t *n);
 
 /* ---- codec --------------------------------------------------------------------------------- */

@@ -747,6 +747,204 @@ static const char *s_or_empty(const char *s)
     return s ? s : "";
 }
 
+// ---- the POLICY elements beyond pools and workers (ipl_proto.h) ------------------------------
+// Every element is flat, in the compiler's deterministic order, its strings borrowed from the
+// arena ("" for what is unset). A secret appears as its source only: the compiler never reads
+// a value.
+
+static char *s_wire(const char *s)
+{
+    return (char *)s_or_empty(s);
+}
+
+// A const string list as the wire's char ** (the codec only reads it).
+static char **s_wire_list(const char *const *v, size_t n, uint32_t *len)
+{
+    *len = (uint32_t)n;
+    return (char **)v;
+}
+
+static const char *s_secret_source(policy_secret_source_t s)
+{
+    static const char *const names[] = {"", "secretRef", "file", "env"};
+    return (size_t)s < sizeof names / sizeof names[0] ? names[s] : "";
+}
+
+static void s_wire_backends(policy_compiler_t *self, ipl_policy_t *p)
+{
+    static const char *const protocols[] = {"openai", "anthropic"};
+    static const char *const auths[] = {"none", "bearer", "header"};
+    size_t n = policy_remote_nbackends(self->remote);
+    p->backends = policy_yaml_alloc(self->yaml, (n + 1) * sizeof *p->backends);
+    for (size_t i = 0; i < n; i++) {
+        const policy_backend_t *b = policy_remote_backend(self->remote, i);
+        bool ca = b->ca_secret.source != POLICY_SECRET_NONE;
+        p->backends[p->backends_len++] = (ipl_backend_t){
+            .name = s_wire(b->name),
+            .url = s_wire(b->url),
+            .protocol = (char *)protocols[b->protocol == POLICY_PROTOCOL_ANTHROPIC],
+            .auth = (char *)auths[b->auth <= POLICY_AUTH_HEADER ? b->auth : 0],
+            .auth_header = s_wire(b->auth == POLICY_AUTH_HEADER ? b->auth_header : NULL),
+            .secret_source = (char *)s_secret_source(b->secret.source),
+            .secret_name = s_wire(b->secret.source ? b->secret.name : NULL),
+            .secret_key =
+                s_wire(b->secret.source == POLICY_SECRET_KUBERNETES ? b->secret.key : NULL),
+            .ca_bundle = s_wire(b->ca_bundle),
+            .ca_secret_name = s_wire(ca ? b->ca_secret.name : NULL),
+            .ca_secret_key = s_wire(ca ? b->ca_secret.key : NULL),
+            .insecure_skip_verify = b->insecure_skip_verify,
+            .connect_ms = b->connect_ms,
+            .response_ms = b->response_ms,
+            .max_connections = b->max_connections,
+        };
+    }
+}
+
+static void s_wire_providers(policy_compiler_t *self, ipl_policy_t *p)
+{
+    size_t n = policy_remote_nproviders(self->remote), nmodels = 0;
+    for (size_t i = 0; i < n; i++)
+        nmodels += policy_remote_provider(self->remote, i)->nmodels;
+    p->providers = policy_yaml_alloc(self->yaml, (n + 1) * sizeof *p->providers);
+    p->provider_models = policy_yaml_alloc(self->yaml, (nmodels + 1) * sizeof *p->provider_models);
+    for (size_t i = 0; i < n; i++) {
+        const policy_provider_t *v = policy_remote_provider(self->remote, i);
+        p->providers[p->providers_len++] = (ipl_provider_t){
+            .name = s_wire(v->name),
+            .backend = s_wire(v->backend_name),
+            .latency_hint_ms = v->latency_hint_ms,
+            .input_micros_per_mtok = v->input_micros_per_mtok,
+            .output_micros_per_mtok = v->output_micros_per_mtok,
+            .concurrent_requests = v->concurrent_requests,
+            .tokens_per_minute = v->tokens_per_minute,
+        };
+        for (size_t m = 0; m < v->nmodels; m++)
+            p->provider_models[p->provider_models_len++] = (ipl_provider_model_t){
+                .provider = s_wire(v->name),
+                .name = s_wire(v->models[m].name),
+                .remote_name =
+                    s_wire(v->models[m].remote_name ? v->models[m].remote_name : v->models[m].name),
+            };
+    }
+}
+
+static void s_wire_targets(policy_compiler_t *self, ipl_policy_t *p)
+{
+    static const char *const roles[] = {"primary", "overflow", "batch"};
+    size_t n = 0;
+    for (size_t i = 0; i < self->npools; i++)
+        n += self->pub_pools[i].ntargets;
+    p->pool_targets = policy_yaml_alloc(self->yaml, (n + 1) * sizeof *p->pool_targets);
+    for (size_t i = 0; i < self->npools; i++) {
+        const policy_pool_t *pool = &self->pub_pools[i];
+        for (size_t t = 0; t < pool->ntargets; t++) {
+            const policy_target_t *tg = &pool->targets[t];
+            p->pool_targets[p->pool_targets_len++] = (ipl_pool_target_t){
+                .pool = s_wire(pool->name),
+                .kind = tg->kind == POLICY_TARGET_PROVIDER ? "provider" : "workerSet",
+                .name = s_wire(tg->name),
+                .role = (char *)roles[tg->role <= POLICY_ROLE_BATCH ? tg->role : 0],
+                .weight = tg->weight,
+            };
+        }
+    }
+}
+
+// "name" or "name=value" (a header name holds no '='), in the arena.
+static char **s_wire_headers(policy_compiler_t *self, const policy_match_t *m, uint32_t *len)
+{
+    char **v = policy_yaml_alloc(self->yaml, (m->nheaders + 1) * sizeof *v);
+    for (size_t i = 0; i < m->nheaders; i++) {
+        const policy_header_match_t *h = &m->headers[i];
+        size_t size = strlen(h->name) + (h->value ? strlen(h->value) + 1 : 0) + 1;
+        v[i] = policy_yaml_alloc(self->yaml, size);
+        snprintf(v[i], size, h->value ? "%s=%s" : "%s", h->name, h->value);
+    }
+    *len = (uint32_t)m->nheaders;
+    return v;
+}
+
+static void s_wire_rules(policy_compiler_t *self, ipl_policy_t *p)
+{
+    static const char *const actions[] = {"route",     "prefer", "spill",
+                                          "keepLocal", "reject", "admitBatch"};
+    size_t n = policy_rules_nrules(self->rules);
+    p->rules = policy_yaml_alloc(self->yaml, (n + 1) * sizeof *p->rules);
+    for (size_t i = 0; i < n; i++) {
+        const policy_rule_t *r = policy_rules_rule(self->rules, i);
+        const policy_match_t *m = &r->match;
+        ipl_rule_t *w = &p->rules[p->rules_len++];
+        *w = (ipl_rule_t){
+            .policy = s_wire(r->policy),
+            .name = s_wire(r->name),
+            .index = r->index,
+            .prompt_min = m->prompt_min,
+            .prompt_max = m->prompt_max,
+            .has_queue_depth = m->has_queue_depth,
+            .queue_depth_above = m->queue_depth_above,
+            .has_kv_utilization = m->has_kv_utilization,
+            .kv_utilization_above_percent = m->kv_utilization_above_percent,
+            .predicted_ttft_above_slo = (uint64_t)m->predicted_ttft_above_slo,
+            .has_time = m->has_time,
+            .days = m->days,
+            .from_minute = m->from_minute,
+            .to_minute = m->to_minute,
+            .action = (char *)actions[r->action <= POLICY_ACTION_ADMIT_BATCH ? r->action : 0],
+            .pool = s_wire(r->pool),
+            .target = s_wire(r->target),
+            .unless_holder = s_wire(r->unless_holder),
+            .provider = s_wire(r->provider),
+            .while_above_slo = r->while_above_slo,
+            .enter_percent = r->enter_percent,
+            .exit_percent = r->exit_percent,
+            .min_hold_ms = r->min_hold_ms,
+            .reason = s_wire(r->reason),
+            .status = r->status,
+            .max_utilization_percent = r->max_utilization_percent,
+        };
+        w->tenants = s_wire_list(m->tenants, m->ntenants, &w->tenants_len);
+        w->models = s_wire_list(m->models, m->nmodels, &w->models_len);
+        w->labels = s_wire_list(m->labels, m->nlabels, &w->labels_len);
+        w->headers = s_wire_headers(self, m, &w->headers_len);
+        w->targets = s_wire_list(r->targets, r->ntargets, &w->targets_len);
+    }
+}
+
+static void s_wire_aliases_limits(policy_compiler_t *self, ipl_policy_t *p)
+{
+    size_t n = policy_rules_naliases(self->rules), ntargets = 0;
+    for (size_t i = 0; i < n; i++)
+        ntargets += policy_rules_alias(self->rules, i)->ntargets;
+    p->aliases = policy_yaml_alloc(self->yaml, (n + 1) * sizeof *p->aliases);
+    p->alias_targets = policy_yaml_alloc(self->yaml, (ntargets + 1) * sizeof *p->alias_targets);
+    for (size_t i = 0; i < n; i++) {
+        const policy_alias_t *a = policy_rules_alias(self->rules, i);
+        ipl_alias_t *w = &p->aliases[p->aliases_len++];
+        *w = (ipl_alias_t){.policy = s_wire(a->policy), .name = s_wire(a->name)};
+        w->failover = s_wire_list(a->failover, a->nfailover, &w->failover_len);
+        for (size_t t = 0; t < a->ntargets; t++)
+            p->alias_targets[p->alias_targets_len++] = (ipl_alias_target_t){
+                .alias = s_wire(a->name),
+                .kind = a->targets[t].kind == POLICY_ALIAS_POOL ? "pool" : "model",
+                .name = s_wire(a->targets[t].name),
+                .weight = a->targets[t].weight,
+            };
+    }
+    n = policy_rules_nlimits(self->rules);
+    p->limits = policy_yaml_alloc(self->yaml, (n + 1) * sizeof *p->limits);
+    for (size_t i = 0; i < n; i++) {
+        const policy_limit_t *l = policy_rules_limit(self->rules, i);
+        p->limits[p->limits_len++] = (ipl_limit_t){
+            .policy = s_wire(l->policy),
+            .tenant = s_wire(l->tenant),
+            .requests_per_minute = l->requests_per_minute,
+            .input_tokens_per_minute = l->input_tokens_per_minute,
+            .output_tokens_per_minute = l->output_tokens_per_minute,
+            .concurrent_requests = l->concurrent_requests,
+        };
+    }
+}
+
 int policy_compiler_finish(policy_compiler_t *self, const char *source)
 {
     if (self->finished) // a second call reports the first call's outcome
@@ -776,6 +974,7 @@ int policy_compiler_finish(policy_compiler_t *self, const char *source)
             .name = (char *)self->pools[i].name,
             .model = (char *)self->pools[i].model,
             .strategy = (char *)s_or_empty(self->pools[i].strategy),
+            .ttft_slo_ms = self->pools[i].slo_ttft_ms,
         };
     size_t total = 0;
     for (size_t i = 0; i < self->nsets; i++)
@@ -798,6 +997,11 @@ int policy_compiler_finish(policy_compiler_t *self, const char *source)
             };
         }
     }
+    s_wire_backends(self, p);
+    s_wire_providers(self, p);
+    s_wire_targets(self, p);
+    s_wire_rules(self, p);
+    s_wire_aliases_limits(self, p);
     p->hash = policy_digest_hash(p);
     self->has_policy = true;
     return 0;

@@ -4,6 +4,7 @@
 #include "policy_digest.h"
 
 #include <cjson/cJSON.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -49,10 +50,22 @@ static void s_pools(cJSON *root, const ipl_policy_t *p)
         cJSON_AddStringToObject(o, "name", s_str(pool->name));
         cJSON_AddStringToObject(o, "model", s_str(pool->model));
         cJSON_AddStringToObject(o, "strategy", s_str(pool->strategy));
+        cJSON_AddNumberToObject(o, "ttft_slo_ms", (double)pool->ttft_slo_ms);
         cJSON *names = cJSON_AddArrayToObject(o, "workers");
         for (uint32_t w = 0; names && w < p->workers_len; w++)
             if (p->workers[w].pool && pool->name && !strcmp(p->workers[w].pool, pool->name))
                 cJSON_AddItemToArray(names, cJSON_CreateString(s_str(p->workers[w].name)));
+        cJSON *targets = cJSON_AddArrayToObject(o, "targets");
+        for (uint32_t t = 0; targets && t < p->pool_targets_len; t++) {
+            const ipl_pool_target_t *tg = &p->pool_targets[t];
+            if (!tg->pool || !pool->name || strcmp(tg->pool, pool->name)) continue;
+            cJSON *to = cJSON_CreateObject();
+            cJSON_AddStringToObject(to, "kind", s_str(tg->kind));
+            cJSON_AddStringToObject(to, "name", s_str(tg->name));
+            cJSON_AddStringToObject(to, "role", s_str(tg->role));
+            cJSON_AddNumberToObject(to, "weight", (double)tg->weight);
+            cJSON_AddItemToArray(targets, to);
+        }
         cJSON_AddItemToArray(pools, o);
     }
 }
@@ -76,6 +89,65 @@ static void s_workers(cJSON *root, const ipl_policy_t *p)
     }
 }
 
+#define AT(base, off, T) ((const T *)((const char *)(base) + (off)))
+
+// One element as an object of its wire fields, walking the catalogue's descriptor.
+static cJSON *s_element(const ipl_proto_struct_t *sd, const void *body)
+{
+    cJSON *o = cJSON_CreateObject();
+    for (size_t i = 0; o && i < sd->nfields; i++) {
+        const ipl_proto_field_t *f = &sd->fields[i];
+        switch (f->type) {
+        case IPL_FT_U64:
+            cJSON_AddNumberToObject(o, f->name, (double)*AT(body, f->offset, uint64_t));
+            break;
+        case IPL_FT_F64:
+            cJSON_AddNumberToObject(o, f->name, *AT(body, f->offset, double));
+            break;
+        case IPL_FT_BOOL:
+            cJSON_AddBoolToObject(o, f->name, *AT(body, f->offset, bool));
+            break;
+        case IPL_FT_STR:
+            cJSON_AddStringToObject(o, f->name, s_str(*AT(body, f->offset, char *)));
+            break;
+        case IPL_FT_STRS: {
+            cJSON *a = cJSON_AddArrayToObject(o, f->name);
+            uint32_t n = *AT(body, f->len_offset, uint32_t);
+            const char *const *v = *AT(body, f->offset, char *const *);
+            for (uint32_t k = 0; a && v && k < n; k++)
+                cJSON_AddItemToArray(a, cJSON_CreateString(s_str(v[k])));
+            break;
+        }
+        case IPL_FT_U64S: {
+            cJSON *a = cJSON_AddArrayToObject(o, f->name);
+            uint32_t n = *AT(body, f->len_offset, uint32_t);
+            const uint64_t *v = *AT(body, f->offset, uint64_t *);
+            for (uint32_t k = 0; a && v && k < n; k++)
+                cJSON_AddItemToArray(a, cJSON_CreateNumber((double)v[k]));
+            break;
+        }
+        case IPL_FT_STRUCTS: // POLICY's elements are flat
+            break;
+        }
+    }
+    return o;
+}
+
+// POLICY's element arrays after the hash (backends ... limits), each under its field name.
+static void s_published(cJSON *root, const ipl_policy_t *p)
+{
+    const ipl_proto_struct_t *sd = ipl_proto_msg_desc(IPL_MSG_POLICY)->body;
+    for (size_t i = 0; i < sd->nfields; i++) {
+        const ipl_proto_field_t *f = &sd->fields[i];
+        if (f->type != IPL_FT_STRUCTS || !f->optional) continue; // pools, workers: above
+        cJSON *a = cJSON_AddArrayToObject(root, f->name);
+        uint32_t n = p ? *AT(p, f->len_offset, uint32_t) : 0;
+        const char *v = p ? *AT(p, f->offset, char *) : NULL;
+        for (uint32_t k = 0; a && v && k < n; k++)
+            cJSON_AddItemToArray(a, s_element(f->elem, v + (size_t)k * f->elem->size));
+    }
+}
+
 cJSON *policy_digest_json(const ipl_policy_t *p)
 {
     cJSON *root = cJSON_CreateObject();
@@ -92,6 +164,7 @@ cJSON *policy_digest_json(const ipl_policy_t *p)
         cJSON_AddNullToObject(root, "source");
     s_pools(root, p);
     s_workers(root, p);
+    s_published(root, p);
     return root;
 }
 

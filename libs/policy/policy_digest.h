@@ -4,15 +4,18 @@
  * processes that follow the policy service (deciders, gateways).
  *
  * The hash is XXH3-64 (ipl_hash_bytes) of the policy's POLICY encoding (ipl_msg_encode) with
- * version 0, source nil and hash 0: it covers every field of every pool and worker, in the
- * compiler's deterministic order (pools by name, workers by worker set then file order), and
- * nothing else. So the same resources give the same hash whatever their files, their order
- * in a directory, the directory's path, the time, the process or a restart, and any change
- * to what a decider would run changes it. It is 0 only when the policy cannot be encoded
- * (beyond the catalogue's limits); a computed 0 is written 1, as 0 in a POLICY means "from
- * a policy service that predates the hash". It is a fingerprint for people and checks, not
- * a security measure; a new IPL_PROTO_VERSION (or a field added to the pool or worker
- * element) changes every hash.
+ * version 0, source nil and hash 0: it covers every field of every element POLICY carries —
+ * pools (with their SLO), workers, backends (secret sources, never values), providers and
+ * their models, pool targets, rules, aliases and their targets, limits — in the compiler's
+ * deterministic order (pools by name, workers by worker set then file order, rules in
+ * evaluation order, the rest by name; policy_compiler.h), and nothing else. So the same
+ * resources give the same hash whatever their files, their order in a directory, the
+ * directory's path, the time, the process or a restart, and any change to what a decider or
+ * gateway would run changes it. It is 0 only when the policy cannot be encoded (beyond the
+ * catalogue's limits); a computed 0 is written 1, as 0 in a POLICY means "from a policy
+ * service that predates the hash". It is a fingerprint for people and checks, not a security
+ * measure; a new IPL_PROTO_VERSION (or a field added to POLICY or to one of its elements)
+ * changes every hash.
  *
  * Shown as 16 lower-case hex digits (policy_digest_hex), in JSON as a string.
  */
@@ -35,11 +38,17 @@ const char *policy_digest_hex(uint64_t hash, char buf[POLICY_DIGEST_HEX_LEN]);
 /* The policy as /debug/policy shows it (a cJSON tree, the caller's; NULL when out of memory):
  *
  *   {"version": n, "hash": "16 hex" | null (a sender without hashes), "source": str,
- *    "pools":   [{"name", "model", "strategy", "workers": [worker names]}],
+ *    "pools":   [{"name", "model", "strategy", "ttft_slo_ms", "workers": [worker names],
+ *                 "targets": [{"kind", "name", "role", "weight"}]}],
  *    "workers": [{"name", "pool", "model", "url", "kv_endpoint", "replay_endpoint",
- *                 "metrics_url", "block_size", "worker_set"}]}
+ *                 "metrics_url", "block_size", "worker_set"}],
+ *    "backends": [...], "providers": [...], "provider_models": [...], "pool_targets": [...],
+ *    "rules": [...], "aliases": [...], "alias_targets": [...], "limits": [...]}
  *
- * `p` NULL (no policy yet): version 0, hash and source null, no pools, no workers. */
+ * The arrays after "workers" are POLICY's trailing element arrays, one object per element
+ * with the element's wire field names (docs/protocol.md): numbers, booleans, strings, lists
+ * of strings. A backend shows where its secret comes from, never a value (POLICY holds none).
+ * `p` NULL (no policy yet): version 0, hash and source null, every array empty. */
 struct cJSON;
 struct cJSON *policy_digest_json(const ipl_policy_t *p);
 

@@ -65,6 +65,17 @@ static void s_fill(const ipl_proto_struct_t *sd, void *body, unsigned seed)
             *AT(body, f->len_offset, uint32_t) = n;
             break;
         }
+        case IPL_FT_STRS: {
+            uint32_t n = v % 4; /* 0..3: empty lists too */
+            char **a = s_keep(calloc(n + 1, sizeof *a));
+            for (uint32_t k = 0; k < n; k++) {
+                a[k] = s_keep(malloc(48));
+                snprintf(a[k], 48, "%s[%u]-%u", f->name, k, v);
+            }
+            *AT(body, f->offset, char **) = a;
+            *AT(body, f->len_offset, uint32_t) = n;
+            break;
+        }
         case IPL_FT_STRUCTS: {
             uint32_t n = 2;
             char *a = s_keep(calloc(n, f->elem->size));
@@ -105,6 +116,14 @@ static void s_assert_equal(const ipl_proto_struct_t *sd, const void *a, const vo
             if (n)
                 assert_memory_equal(*AT(a, f->offset, uint64_t *), *AT(b, f->offset, uint64_t *),
                                     n * sizeof(uint64_t));
+            break;
+        }
+        case IPL_FT_STRS: {
+            uint32_t n = *AT(a, f->len_offset, uint32_t);
+            assert_int_equal(n, *AT(b, f->len_offset, uint32_t));
+            for (uint32_t k = 0; k < n; k++)
+                assert_string_equal((*AT(a, f->offset, char **))[k],
+                                    (*AT(b, f->offset, char **))[k]);
             break;
         }
         case IPL_FT_STRUCTS: {
@@ -237,6 +256,7 @@ static void s_encode_first_fields(const ipl_proto_msg_desc_t *d, const void *bod
             msgpack_pack_str_with_body(&pk, "x", 1);
             break;
         case IPL_FT_U64S:
+        case IPL_FT_STRS:
         case IPL_FT_STRUCTS:
             msgpack_pack_array(&pk, 0);
             break;
@@ -529,17 +549,21 @@ static void test_optional_struct_fields_may_be_absent(void **state)
     msgpack_sbuffer_destroy(&buf);
 }
 
-/* POLICY gained `hash` at its end (opt_u64): a frame from a policy service that predates it
- * decodes with hash 0, and the full 64 bits round-trip in a frame of 2 + 5 elements. */
+/* POLICY gained `hash` after workers (opt_u64, the first optional field; the published
+ * resources follow it, test_proto_policy): a frame from a policy service that predates it
+ * decodes with hash 0, and the full 64 bits round-trip. */
 static void test_policy_hash_field(void **state)
 {
     (void)state;
     const ipl_proto_struct_t *sd = ipl_proto_msg_desc(IPL_MSG_POLICY)->body;
-    const ipl_proto_field_t *last = &sd->fields[sd->nfields - 1];
-    assert_string_equal(last->name, "hash");
+    size_t h = 0;
+    while (h < sd->nfields && strcmp(sd->fields[h].name, "hash"))
+        h++;
+    assert_true(h < sd->nfields);
+    const ipl_proto_field_t *last = &sd->fields[h];
     assert_int_equal(last->type, IPL_FT_U64);
     assert_true(last->optional);
-    assert_false(sd->fields[sd->nfields - 2].optional); /* workers: the old end */
+    assert_false(sd->fields[h - 1].optional); /* workers: the old end */
 
     size_t ns;
     const ipl_proto_struct_t *worker = ipl_proto_structs(&ns)[1];
@@ -557,7 +581,7 @@ static void test_policy_hash_field(void **state)
     ipl_policy_t p = {.version = 7, .source = "s", .hash = 0xfedcba9876543210ULL};
     msgpack_sbuffer_clear(&buf);
     assert_int_equal(ipl_msg_encode(IPL_MSG_POLICY, &p, &buf), IPL_OK);
-    assert_int_equal((unsigned char)buf.data[0], 0x90 | 7); /* fixarray: 2 + 5 */
+    assert_int_equal((unsigned char)buf.data[0], 0x90 | (2 + sd->nfields)); /* fixarray */
     assert_int_equal(ipl_msg_decode(buf.data, buf.size, &out), IPL_OK);
     assert_true(out.u.policy.hash == 0xfedcba9876543210ULL);
     assert_int_equal(out.u.policy.version, 7);
@@ -579,8 +603,9 @@ static void test_catalogue_is_consistent(void **state)
     assert_string_equal(ipl_msg_type_name(0), "unknown");
     size_t ns;
     const ipl_proto_struct_t *const *structs = ipl_proto_structs(&ns);
-    assert_int_equal(ns, 3);
+    assert_int_equal(ns, 11);
     assert_string_equal(structs[2]->name, "candidate");
+    assert_string_equal(structs[ns - 1]->name, "limit");
 }
 
 int main(void)

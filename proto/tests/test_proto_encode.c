@@ -58,6 +58,21 @@ static int s_ref_fields(msgpack_packer *pk, const ipl_proto_struct_t *sd, const 
             for (uint32_t k = 0; k < n; k++) msgpack_pack_uint64(pk, v[k]);
             break;
         }
+        case IPL_FT_STRS: {
+            uint32_t n = *CAT(body, f->len_offset, uint32_t);
+            const char *const *v = *CAT(body, f->offset, char *const *);
+            if (n > IPL_PROTO_MAX_ARRAY) return IPL_E_RANGE;
+            if (n && !v) return IPL_E_INVAL;
+            msgpack_pack_array(pk, n);
+            for (uint32_t k = 0; k < n; k++) {
+                if (!v[k]) return IPL_E_INVAL;
+                size_t len = strlen(v[k]);
+                if (len > IPL_PROTO_MAX_STR) return IPL_E_RANGE;
+                msgpack_pack_str(pk, len);
+                msgpack_pack_str_body(pk, v[k], len);
+            }
+            break;
+        }
         case IPL_FT_STRUCTS: {
             uint32_t n = *CAT(body, f->len_offset, uint32_t);
             const char *v = *CAT(body, f->offset, char *);
@@ -237,12 +252,63 @@ static void test_route_requests_and_array_errors(void **state)
     s_same(IPL_MSG_ROUTE_REP, &rep);
 }
 
+/* POLICY's string lists (strs) and optional element arrays: lists of 0..20 strings of every
+ * size class, byte for byte; a NULL entry in a list fails as in the reference. */
+static void test_policy_lists_byte_for_byte(void **state)
+{
+    (void)state;
+    static const size_t lens[] = {0, 1, 31, 32, 255, 256, 65535, 65536};
+    static const uint32_t counts[] = {0, 1, 15, 16, 20};
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (int round = 0; round < 60; round++) {
+        char *strs[20];
+        for (int k = 0; k < 20; k++)
+            strs[k] = s_str(&x, lens[s_rand(&x) % (round % 5 ? 6 : 8)]);
+        ipl_rule_t rules[3];
+        ipl_alias_t alias = {.policy = strs[0],
+                             .name = strs[1],
+                             .failover = strs,
+                             .failover_len = counts[round % 5]};
+        for (int r = 0; r < 3; r++)
+            rules[r] = (ipl_rule_t){.policy = strs[r],
+                                    .name = strs[r + 1],
+                                    .index = s_u64(&x),
+                                    .tenants = strs,
+                                    .tenants_len = counts[(round + r) % 5],
+                                    .labels = strs + 3,
+                                    .labels_len = counts[(round + 2) % 5] % 17,
+                                    .prompt_max = s_u64(&x),
+                                    .has_time = s_rand(&x) & 1,
+                                    .action = strs[5],
+                                    .status = s_u64(&x)};
+        ipl_limit_t limit = {
+            .policy = strs[2], .tenant = strs[3], .requests_per_minute = s_u64(&x)};
+        ipl_policy_t p = {.version = s_u64(&x),
+                          .source = strs[4],
+                          .hash = s_u64(&x),
+                          .rules = rules,
+                          .rules_len = 1 + round % 3,
+                          .aliases = &alias,
+                          .aliases_len = 1,
+                          .limits = &limit,
+                          .limits_len = round % 2};
+        s_same(IPL_MSG_POLICY, &p);
+        char *keep = strs[round % 20];
+        strs[round % 20] = NULL; /* a NULL entry in a list */
+        s_same(IPL_MSG_POLICY, &p);
+        strs[round % 20] = keep;
+        for (int k = 0; k < 20; k++)
+            free(strs[k]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_message_type_zeroed),
         cmocka_unit_test(test_route_replies_byte_for_byte),
         cmocka_unit_test(test_route_requests_and_array_errors),
+        cmocka_unit_test(test_policy_lists_byte_for_byte),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
