@@ -26,6 +26,7 @@
 #include "ipl_zmq.h"
 #include "policy_compiler.h"
 #include "policy_digest.h"
+#include "policy_kube.h"
 #include "policy_watch.h"
 
 #define S_MAX_REQ_FRAME 4096 // a POLICY_REQ is a few bytes
@@ -34,8 +35,10 @@ struct policy_server {
     char *dir;
     uint64_t republish_ms;
     zsock_t *pub, *rep;
-    policy_watch_t *watch;
-    uint64_t signature; // of the directory listing at the last compile attempt
+    policy_watch_t *watch;       // files mode; NULL in Kubernetes mode
+    policy_kube_t *kube;         // Kubernetes mode (borrowed); NULL in files mode
+    policy_kube_set_t *kube_set; // the object set compiled last
+    uint64_t signature;          // of the directory listing at the last compile attempt
     bool attempted;
     uint64_t version;         // installed; 0 = none
     uint64_t hash;            // of the installed policy
@@ -62,7 +65,8 @@ static char *s_debug_json(const policy_server_t *self, const ipl_policy_t *shown
 {
     cJSON *root = policy_digest_json(shown);
     if (!root) return NULL;
-    cJSON_AddStringToObject(root, "dir", self->dir);
+    cJSON_AddStringToObject(root, "mode", self->kube ? "kubernetes" : "files");
+    if (self->dir) cJSON_AddStringToObject(root, "dir", self->dir);
     char iso[32];
     cJSON_AddStringToObject(root, "reloaded_at", ipl_wall_iso8601(iso, sizeof iso));
     cJSON_AddBoolToObject(root, "valid", last_ok);
@@ -71,6 +75,11 @@ static char *s_debug_json(const policy_server_t *self, const ipl_policy_t *shown
     cJSON_AddNumberToObject(reloads, "changed", (double)self->reloads[0]);
     cJSON_AddNumberToObject(reloads, "unchanged", (double)self->reloads[1]);
     cJSON_AddNumberToObject(reloads, "error", (double)self->reloads[2]);
+    if (!self->watch) {
+        char *json = cJSON_PrintUnformatted(root);
+        cJSON_Delete(root);
+        return json;
+    }
     const policy_watch_config_t *wc = policy_watch_config(self->watch);
     cJSON *watch = cJSON_AddObjectToObject(root, "watch");
     cJSON_AddStringToObject(watch, "mode", policy_watch_mode(self->watch));
@@ -192,15 +201,29 @@ static int s_install(policy_server_t *self, const ipl_policy_t *p)
 
 int policy_server_reload(policy_server_t *self, bool force)
 {
-    uint64_t sig = policy_watch_signature(self->dir);
-    if (!force && self->attempted && sig == self->signature) return 0;
+    const char *source = self->kube ? "kubernetes" : self->dir;
+    if (self->kube) { // a new object set, or the last one again when forced
+        policy_kube_set_t *set = policy_kube_take(self->kube);
+        if (set) {
+            policy_kube_set_destroy(&self->kube_set);
+            self->kube_set = set;
+        } else if (!force || !self->kube_set) {
+            return 0;
+        }
+    } else {
+        uint64_t sig = policy_watch_signature(self->dir);
+        if (!force && self->attempted && sig == self->signature) return 0;
+        self->signature = sig;
+    }
     self->attempted = true;
-    self->signature = sig;
 
     policy_compiler_t *c = policy_compiler_new();
     if (!c) return IPL_E_NOMEM;
-    policy_compiler_add_dir(c, self->dir);
-    size_t nerrors = (size_t)policy_compiler_finish(c, self->dir);
+    if (self->kube)
+        policy_kube_set_add_to(self->kube_set, c);
+    else
+        policy_compiler_add_dir(c, self->dir);
+    size_t nerrors = (size_t)policy_compiler_finish(c, source);
     const ipl_policy_t *p = policy_compiler_policy(c);
     int rc = p ? s_install(self, p) : IPL_E_INVAL;
     char detail[256], hex[POLICY_DIGEST_HEX_LEN], quoted[512];
@@ -218,8 +241,8 @@ int policy_server_reload(policy_server_t *self, bool force)
                      (unsigned long long)self->version, hex, nerrors, first);
         else
             snprintf(detail, sizeof detail, "no valid policy: %zu error(s): %s", nerrors, first);
-        IPL_ERROR("policy_invalid", "dir=%s errors=%zu kept_version=%llu kept_hash=%s",
-                  ipl_log_quote(quoted, sizeof quoted, self->dir), nerrors,
+        IPL_ERROR("policy_invalid", "source=%s errors=%zu kept_version=%llu kept_hash=%s",
+                  ipl_log_quote(quoted, sizeof quoted, source), nerrors,
                   (unsigned long long)self->version, self->version ? hex : "-");
     } else {
         self->reloads[rc == 1 ? 0 : 1]++;
@@ -244,6 +267,7 @@ int policy_server_reload(policy_server_t *self, bool force)
     char *json = s_debug_json(self, decoded ? &current.u.policy : NULL, c, rc >= 0);
     if (decoded) ipl_msg_clear(&current);
     s_set_status(self, json, self->version != 0, detail);
+    if (self->kube) policy_kube_report(self->kube, self->kube_set, c); // status write-back
     policy_compiler_destroy(&c);
     if (rc == 1) s_publish(self);
     return rc < 0 ? IPL_E_INVAL : rc;
@@ -277,7 +301,8 @@ policy_server_t *policy_server_new(const policy_server_config_t *config, ipl_met
     pthread_mutex_init(&self->lock, NULL);
     msgpack_sbuffer_init(&self->body);
     msgpack_sbuffer_init(&self->frame);
-    self->dir = strdup(config->dir);
+    self->dir = config->kube ? NULL : strdup(config->dir ? config->dir : "");
+    self->kube = config->kube;
     self->republish_ms = config->republish_ms ? config->republish_ms : 2000;
     self->metrics = metrics;
     snprintf(self->detail, sizeof self->detail, "no policy loaded yet");
@@ -285,7 +310,7 @@ policy_server_t *policy_server_new(const policy_server_config_t *config, ipl_met
     self->rep = self->pub ? s_bind(ZMQ_ROUTER, config->rep, "--rep", err, errlen) : NULL;
     policy_watch_config_t wc = {.poll = config->poll};
     self->watch = self->dir && self->rep ? policy_watch_new(self->dir, &wc) : NULL;
-    if (!self->watch) {
+    if (!self->rep || (!self->watch && !self->kube)) {
         if (self->rep) snprintf(err, errlen, "out of memory"); // else s_bind said why
         policy_server_destroy(&self);
         return NULL;
@@ -317,7 +342,7 @@ policy_server_t *policy_server_new(const policy_server_config_t *config, ipl_met
                                         "1 when inotify watches the policy directory, 0 when it "
                                         "is polled every second (see /debug/policy watch.reason).",
                                         NULL);
-    ipl_metric_set(self->m_inotify, !strcmp(policy_watch_mode(self->watch), "inotify"));
+    ipl_metric_set(self->m_inotify, !strcmp(policy_server_watch_mode(self), "inotify"));
     return self;
 }
 
@@ -328,6 +353,7 @@ void policy_server_destroy(policy_server_t **self_p)
     zsock_destroy(&self->pub);
     zsock_destroy(&self->rep);
     policy_watch_destroy(&self->watch);
+    policy_kube_set_destroy(&self->kube_set);
     msgpack_sbuffer_destroy(&self->body);
     msgpack_sbuffer_destroy(&self->frame);
     pthread_mutex_destroy(&self->lock);
@@ -352,19 +378,25 @@ static void s_on_watch(void *arg)
     policy_watch_drain(self->watch, ipl_mono_ms());
 }
 
+// ipl_loop: the Kubernetes watcher handed over a new object set.
+static void s_on_kube(void *arg)
+{
+    policy_server_reload(arg, false);
+}
+
 // ipl_loop: reloads and republishes when due; waits until the next of the two.
 static long s_tick(void *arg)
 {
     policy_server_t *self = arg;
     uint64_t now = ipl_mono_ms();
-    policy_watch_due_t due = policy_watch_due(self->watch, now);
+    policy_watch_due_t due = self->watch ? policy_watch_due(self->watch, now) : POLICY_WATCH_IDLE;
     if (due != POLICY_WATCH_IDLE) {
         policy_server_reload(self, due == POLICY_WATCH_COMPILE);
         ipl_metric_set(self->m_inotify, !strcmp(policy_watch_mode(self->watch), "inotify"));
     }
     if (self->version && now >= self->last_publish_ms + self->republish_ms) s_publish(self);
     now = ipl_mono_ms();
-    long wait = policy_watch_wait_ms(self->watch, now);
+    long wait = self->watch ? policy_watch_wait_ms(self->watch, now) : -1;
     if (self->version) {
         uint64_t next_pub = self->last_publish_ms + self->republish_ms;
         long pub_wait = next_pub > now ? (long)(next_pub - now) : 0;
@@ -375,9 +407,9 @@ static long s_tick(void *arg)
 
 void policy_server_run(policy_server_t *self)
 {
-    int fd = policy_watch_fd(self->watch);
+    int fd = self->kube ? policy_kube_fd(self->kube) : policy_watch_fd(self->watch);
     const ipl_loop_item_t items[] = {{zsock_resolve(self->rep), -1, s_on_rep, self},
-                                     {NULL, fd, s_on_watch, self}};
+                                     {NULL, fd, self->kube ? s_on_kube : s_on_watch, self}};
     // a failed poll is logged and ends it
     (void)ipl_loop_run(items, fd >= 0 ? 2 : 1, -1, s_tick, self);
 }
@@ -394,7 +426,7 @@ uint64_t policy_server_hash(policy_server_t *self)
 
 const char *policy_server_watch_mode(policy_server_t *self)
 {
-    return policy_watch_mode(self->watch);
+    return self->watch ? policy_watch_mode(self->watch) : "kubernetes";
 }
 
 bool policy_server_ready(void *arg, char *detail, size_t size)
@@ -414,6 +446,13 @@ void policy_server_debug(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *
     pthread_mutex_lock(&self->lock);
     char *json = self->debug_json ? strdup(self->debug_json) : NULL;
     pthread_mutex_unlock(&self->lock);
+    if (self->kube) { // the watcher's side is live, not as of the last compilation
+        cJSON *root = cJSON_Parse(json ? json : "{\"valid\": false}");
+        if (root) cJSON_AddItemToObject(root, "kube", policy_kube_debug(self->kube));
+        free(json);
+        json = root ? cJSON_PrintUnformatted(root) : NULL;
+        cJSON_Delete(root);
+    }
     if (!json) {
         ipl_http_resp_error(resp, 503, "server_error", "no policy has been read yet");
         return;

@@ -9,6 +9,10 @@
  *                                                             └─► ROUTER --rep: answers
  *                                                                 POLICY_REQ
  *
+ * Kubernetes mode (config.kube, policy_kube): instead of the directory, each object set the
+ * watcher hands over (its fd in the loop) is compiled the same way, and the compiler's verdict
+ * goes back to the watcher (policy_kube_report) to be written as status conditions.
+ *
  * Versions are wall-clock milliseconds of the change, forced to increase by at least 1 per
  * change (max(previous + 1, now)), so that they keep increasing across restarts of the
  * service: a subscriber (ipl_policy_view) only ever moves to a higher version. A reload
@@ -37,9 +41,13 @@
 
 #include "ipl_httpd.h"
 #include "ipl_metrics.h"
+#include "policy_kube.h"
 
 typedef struct {
-    const char *dir;       /* the policy directory */
+    const char *dir;       /* the policy directory (files mode) */
+    policy_kube_t *kube;   /* Kubernetes mode instead (borrowed; outlives the server): dir
+                            * is ignored and each object set the watcher hands over is
+                            * compiled like a directory change */
     const char *pub, *rep; /* ZeroMQ endpoints to bind */
     uint64_t republish_ms; /* 0: 2000 */
     bool poll;             /* --watch poll: poll the directory every second, never inotify */
@@ -63,16 +71,18 @@ int policy_server_reload(policy_server_t *self, bool force);
 /* Serves until ipl_signal_stopping(): answers POLICY_REQ, republishes, reloads on change. */
 void policy_server_run(policy_server_t *self);
 
-uint64_t policy_server_version(policy_server_t *self);       /* 0: no valid policy yet */
-uint64_t policy_server_hash(policy_server_t *self);          /* of that version; 0: none */
-const char *policy_server_watch_mode(policy_server_t *self); /* "inotify" or "poll" */
+uint64_t policy_server_version(policy_server_t *self); /* 0: no valid policy yet */
+uint64_t policy_server_hash(policy_server_t *self);    /* of that version; 0: none */
+/* "inotify" or "poll", or "kubernetes" */
+const char *policy_server_watch_mode(policy_server_t *self);
 
 /* ipl_admin_ready_fn: ready once a valid policy is loaded. `arg` is the server. */
 bool policy_server_ready(void *arg, char *detail, size_t size);
 /* GET /debug/policy: the policy in service (policy_digest_json: version, hash, pools,
- * workers) and the service's side: "dir", "valid" and "errors" / "warnings" / "files" of the
- * last compilation, "reloaded_at", "reloads" {changed, unchanged, error}, and "watch" {mode,
- * reason, debounce_ms, max_delay_ms, poll_ms, events}. */
+ * workers) and the service's side: "mode" (files or kubernetes), "dir", "valid" and "errors" /
+ * "warnings" / "files" of the last compilation, "reloaded_at", "reloads" {changed, unchanged,
+ * error}, and "watch" {mode, reason, debounce_ms, max_delay_ms, poll_ms, events} in files mode,
+ * "kube" (policy_kube_debug, live) in Kubernetes mode. */
 void policy_server_debug(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp);
 
 #endif
