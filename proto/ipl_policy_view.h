@@ -1,5 +1,6 @@
 /*
- * ipl_policy_view — a process's live copy of the compiled policy (pools and workers), kept up
+ * ipl_policy_view — a process's live copy of the compiled policy (POLICY: pools, workers,
+ * backends, providers, targets, rules, aliases, limits), kept up
  * to date from the policy service: a SUB socket for published POLICY messages plus a DEALER
  * that asks (POLICY_REQ) at start and whenever nothing was heard for a while.
  *

@@ -94,9 +94,10 @@ const char *policy_compiler_file(const policy_compiler_t *self, size_t i);
 /* ---- The compiled resources (policy_types.h) ---------------------------------------------
  * Available once finish returned 0 (before that, and after errors, the counts below are 0
  * and the _at accessors NULL). Every pointer is borrowed from the compiler and valid until
- * policy_compiler_destroy. Only ipl_policy_t is published to other processes in this
- * version; the rest is validated and compiled for the later work that enforces it
- * (docs/crds.md, "validated and compiled; not yet enforced"). */
+ * policy_compiler_destroy. All of it is published to other processes in ipl_policy_t (the
+ * POLICY message: pools, workers, backends, providers, pool targets, rules, aliases, limits;
+ * not yet the worker sets' selector, ports, LoRA adapters and profile); what enforces each
+ * part is in docs/crds.md ("validated and compiled; not yet enforced" where nothing does). */
 
 /* GatewayBackend, sorted by name. A backend says where its secret comes from, never the
  * secret itself (the compiler does not read it, and no message contains it). */

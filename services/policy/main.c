@@ -26,8 +26,8 @@ int main(int argc, char **argv)
     char *kube_api = NULL, *kube_ns = NULL, *kube_token = NULL, *kube_ca = NULL;
     int64_t republish_ms = 2000;
     ipl_service_t *svc = ipl_service_new("policy",
-                                         "policy engine: compiles InferenceWorkerSet and "
-                                         "InferencePool YAML into the routing policy",
+                                         "policy engine: compiles the inferplane.io resources "
+                                         "(YAML files or Kubernetes) into the routing policy",
                                          "127.0.0.1:9103");
     if (!svc) return 2;
     ipl_config_t *cfg = ipl_service_config(svc);
