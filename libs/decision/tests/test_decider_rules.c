@@ -1,0 +1,635 @@
+/*
+ * Unit tests of decider_rules: one table row per match condition (holding and not), one per
+ * action, first match wins, time windows (wrapping midnight, days of week), aliases resolved,
+ * the spill hysteresis and build errors. The policies are built by hand: a decision test may
+ * not include libs/policy's headers (tools/check-layers).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "decider_rules.h"
+#include "ipl_error.h"
+#include "ipl_proto.h"
+
+#define S_LIST(...)      (char *[]){__VA_ARGS__}, sizeof((char *[]){__VA_ARGS__}) / sizeof(char *)
+#define S_ANY_PROMPT     .prompt_max = UINT64_MAX
+#define S_MIN(day, h, m) ((uint32_t)((day)*1440 + (h)*60 + (m))) /* day 0: Monday */
+
+/* Pools, and aliases: chat → small-model; front → chat (a chain); big → pool "large";
+ * c1 ⇄ c2 (a cycle the compiler would reject: it must not hang the build). */
+static ipl_pool_t s_pools[] = {{.name = "chat", .model = "small-model"},
+                               {.name = "large", .model = "large-model"}};
+static ipl_alias_t s_aliases[] = {
+    {.name = "big"}, {.name = "c1"}, {.name = "c2"}, {.name = "chat"}, {.name = "front"}};
+static ipl_alias_target_t s_alias_targets[] = {
+    {.alias = "big", .kind = "pool", .name = "large", .weight = 1},
+    {.alias = "c1", .kind = "model", .name = "c2", .weight = 1},
+    {.alias = "c2", .kind = "model", .name = "c1", .weight = 1},
+    {.alias = "chat", .kind = "model", .name = "small-model", .weight = 9},
+    {.alias = "front", .kind = "model", .name = "chat", .weight = 1},
+};
+
+static ipl_policy_t s_policy(ipl_rule_t *rules, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (!rules[i].action) rules[i].action = "route";
+        if (!rules[i].name) rules[i].name = "r";
+        rules[i].policy = "p";
+        rules[i].index = i;
+    }
+    return (ipl_policy_t){.version = 1,
+                          .pools = s_pools,
+                          .pools_len = 2,
+                          .rules = rules,
+                          .rules_len = n,
+                          .aliases = s_aliases,
+                          .aliases_len = 5,
+                          .alias_targets = s_alias_targets,
+                          .alias_targets_len = 5};
+}
+
+static decider_rules_t *s_build(ipl_policy_t *p)
+{
+    decider_rules_t *r = NULL;
+    char err[256];
+    int rc = decider_rules_new(p, &r, err, sizeof err);
+    if (rc != 0) fail_msg("decider_rules_new: %d %s", rc, err);
+    return r;
+}
+
+/* A request matching every row's rule unless the row changes it: a later designated
+ * initializer overrides the default, as C11 defines (GCC warns about it under -Wextra). */
+#pragma GCC diagnostic ignored "-Woverride-init"
+#define S_IN(...) ((decider_rules_input_t){.tenant = "team-a", .model = "small-model", __VA_ARGS__})
+
+static const decider_rules_header_t s_hdrs[] = {{"X-Class", "batch"}, {"x-empty", ""}};
+
+/* Mon-Fri 09:00-17:00; Fri 22:00-02:00 (wraps midnight) */
+#define S_WORK_HOURS                                                                               \
+    {                                                                                              \
+        .has_time = true, .days = 0x1f, .from_minute = 540, .to_minute = 1020, S_ANY_PROMPT        \
+    }
+#define S_FRI_NIGHT                                                                                \
+    {                                                                                              \
+        .has_time = true, .days = 1u << 4, .from_minute = 1320, .to_minute = 120, S_ANY_PROMPT     \
+    }
+
+typedef struct {
+    const char *what;
+    ipl_rule_t rule;
+    decider_rules_input_t in;
+    bool match;
+} s_row_t;
+
+static const s_row_t s_match_rows[] = {
+    {"no condition matches everything", {S_ANY_PROMPT}, S_IN(.tenant = NULL), true},
+    {"tenant listed", {.tenants = S_LIST("x", "team-a"), S_ANY_PROMPT}, S_IN(), true},
+    {"tenant not listed", {.tenants = S_LIST("x", "y"), S_ANY_PROMPT}, S_IN(), false},
+    {"anonymous vs tenants",
+     {.tenants = S_LIST("team-a"), S_ANY_PROMPT},
+     S_IN(.tenant = ""),
+     false},
+    {"tenant case-sensitive", {.tenants = S_LIST("Team-A"), S_ANY_PROMPT}, S_IN(), false},
+    {"model listed", {.models = S_LIST("small-model"), S_ANY_PROMPT}, S_IN(), true},
+    {"model not listed", {.models = S_LIST("large-model"), S_ANY_PROMPT}, S_IN(), false},
+    {"model unknown everywhere",
+     {.models = S_LIST("large-model"), S_ANY_PROMPT},
+     S_IN(.model = "nope"),
+     false},
+    {"NULL model vs models",
+     {.models = S_LIST("large-model"), S_ANY_PROMPT},
+     S_IN(.model = NULL),
+     false},
+    {"alias asked, rule on alias",
+     {.models = S_LIST("chat"), S_ANY_PROMPT},
+     S_IN(.model = "chat"),
+     true},
+    {"alias asked, rule on its model",
+     {.models = S_LIST("small-model"), S_ANY_PROMPT},
+     S_IN(.model = "chat"),
+     true},
+    {"alias chain resolved",
+     {.models = S_LIST("small-model"), S_ANY_PROMPT},
+     S_IN(.model = "front"),
+     true},
+    {"alias chain, rule on the middle",
+     {.models = S_LIST("chat"), S_ANY_PROMPT},
+     S_IN(.model = "front"),
+     true},
+    {"pool-kind alias resolves to the pool's model",
+     {.models = S_LIST("large-model"), S_ANY_PROMPT},
+     S_IN(.model = "big"),
+     true},
+    {"alias resolves to another model only",
+     {.models = S_LIST("large-model"), S_ANY_PROMPT},
+     S_IN(.model = "chat"),
+     false},
+    {"model asked, rule on an alias of it",
+     {.models = S_LIST("chat"), S_ANY_PROMPT},
+     S_IN(.model = "small-model"),
+     false},
+    {"alias cycle ends",
+     {.models = S_LIST("small-model"), S_ANY_PROMPT},
+     S_IN(.model = "c1"),
+     false},
+    {"alias cycle, rule on the other",
+     {.models = S_LIST("c2"), S_ANY_PROMPT},
+     S_IN(.model = "c1"),
+     true},
+    {"labels all present",
+     {.labels = S_LIST("pii", "eu"), S_ANY_PROMPT},
+     S_IN(.labels = (const char *const[]){"x", "eu", "pii"}, .nlabels = 3),
+     true},
+    {"labels one missing",
+     {.labels = S_LIST("pii", "eu"), S_ANY_PROMPT},
+     S_IN(.labels = (const char *const[]){"pii"}, .nlabels = 1),
+     false},
+    {"labels none given", {.labels = S_LIST("pii"), S_ANY_PROMPT}, S_IN(), false},
+    {"header present, any value",
+     {.headers = S_LIST("x-class"), S_ANY_PROMPT},
+     S_IN(.headers = s_hdrs, .nheaders = 2),
+     true},
+    {"header present, empty value",
+     {.headers = S_LIST("X-Empty"), S_ANY_PROMPT},
+     S_IN(.headers = s_hdrs, .nheaders = 2),
+     true},
+    {"header absent",
+     {.headers = S_LIST("x-other"), S_ANY_PROMPT},
+     S_IN(.headers = s_hdrs, .nheaders = 2),
+     false},
+    {"header value equal",
+     {.headers = S_LIST("x-class=batch"), S_ANY_PROMPT},
+     S_IN(.headers = s_hdrs, .nheaders = 2),
+     true},
+    {"header value differs",
+     {.headers = S_LIST("x-class=Batch"), S_ANY_PROMPT},
+     S_IN(.headers = s_hdrs, .nheaders = 2),
+     false},
+    {"header value empty wanted",
+     {.headers = S_LIST("x-empty="), S_ANY_PROMPT},
+     S_IN(.headers = s_hdrs, .nheaders = 2),
+     true},
+    {"headers all needed",
+     {.headers = S_LIST("x-class", "x-other"), S_ANY_PROMPT},
+     S_IN(.headers = s_hdrs, .nheaders = 2),
+     false},
+    {"prompt at min", {.prompt_min = 100, .prompt_max = 200}, S_IN(.prompt_tokens = 100), true},
+    {"prompt at max", {.prompt_min = 100, .prompt_max = 200}, S_IN(.prompt_tokens = 200), true},
+    {"prompt below min", {.prompt_min = 100, .prompt_max = 200}, S_IN(.prompt_tokens = 99), false},
+    {"prompt above max", {.prompt_min = 100, .prompt_max = 200}, S_IN(.prompt_tokens = 201), false},
+    {"queue above",
+     {.has_queue_depth = true, .queue_depth_above = 8, S_ANY_PROMPT},
+     S_IN(.queue_depth = 9),
+     true},
+    {"queue at (not above)",
+     {.has_queue_depth = true, .queue_depth_above = 8, S_ANY_PROMPT},
+     S_IN(.queue_depth = 8),
+     false},
+    {"queue above 0 set",
+     {.has_queue_depth = true, .queue_depth_above = 0, S_ANY_PROMPT},
+     S_IN(.queue_depth = 0),
+     false},
+    {"kv above",
+     {.has_kv_utilization = true, .kv_utilization_above_percent = 90, S_ANY_PROMPT},
+     S_IN(.kv_utilization_percent = 91),
+     true},
+    {"kv at",
+     {.has_kv_utilization = true, .kv_utilization_above_percent = 90, S_ANY_PROMPT},
+     S_IN(.kv_utilization_percent = 90),
+     false},
+    {"ttft above slo",
+     {.predicted_ttft_above_slo = 2, S_ANY_PROMPT},
+     S_IN(.predicted_ttft_ms = 501, .ttft_slo_ms = 500),
+     true},
+    {"ttft at slo is not above",
+     {.predicted_ttft_above_slo = 2, S_ANY_PROMPT},
+     S_IN(.predicted_ttft_ms = 500, .ttft_slo_ms = 500),
+     false},
+    {"ttft within slo wanted",
+     {.predicted_ttft_above_slo = 1, S_ANY_PROMPT},
+     S_IN(.predicted_ttft_ms = 100, .ttft_slo_ms = 500),
+     true},
+    {"ttft within wanted, above",
+     {.predicted_ttft_above_slo = 1, S_ANY_PROMPT},
+     S_IN(.predicted_ttft_ms = 900, .ttft_slo_ms = 500),
+     false},
+    {"ttft condition without slo",
+     {.predicted_ttft_above_slo = 2, S_ANY_PROMPT},
+     S_IN(.predicted_ttft_ms = 900, .ttft_slo_ms = 0),
+     false},
+    {"ttft within, without slo",
+     {.predicted_ttft_above_slo = 1, S_ANY_PROMPT},
+     S_IN(.predicted_ttft_ms = 1, .ttft_slo_ms = 0),
+     false},
+    /* Mon-Fri 09:00-17:00 */
+    {"window inside", S_WORK_HOURS, S_IN(.minute_of_week = S_MIN(2, 9, 0)), true},
+    {"window end exclusive", S_WORK_HOURS, S_IN(.minute_of_week = S_MIN(2, 17, 0)), false},
+    {"window before", S_WORK_HOURS, S_IN(.minute_of_week = S_MIN(2, 8, 59)), false},
+    {"window on a day not listed", S_WORK_HOURS, S_IN(.minute_of_week = S_MIN(5, 10, 0)), false},
+    {"window days 0 is every day",
+     {.has_time = true, .days = 0, .from_minute = 540, .to_minute = 1020, S_ANY_PROMPT},
+     S_IN(.minute_of_week = S_MIN(6, 10, 0)),
+     true},
+    /* Fri 22:00-02:00 (wraps): Friday only */
+    {"wrap evening of the day", S_FRI_NIGHT, S_IN(.minute_of_week = S_MIN(4, 23, 0)), true},
+    {"wrap morning after", S_FRI_NIGHT, S_IN(.minute_of_week = S_MIN(5, 1, 59)), true},
+    {"wrap end exclusive", S_FRI_NIGHT, S_IN(.minute_of_week = S_MIN(5, 2, 0)), false},
+    {"wrap morning of the day itself", S_FRI_NIGHT, S_IN(.minute_of_week = S_MIN(4, 1, 0)), false},
+    {"wrap evening of the next day", S_FRI_NIGHT, S_IN(.minute_of_week = S_MIN(5, 23, 0)), false},
+    /* Sun 23:00-01:00: Monday 00:30 is the week's minute 30 (the week wraps too) */
+    {"wrap across the week",
+     {.has_time = true, .days = 1u << 6, .from_minute = 1380, .to_minute = 60, S_ANY_PROMPT},
+     S_IN(.minute_of_week = S_MIN(0, 0, 30)),
+     true},
+    {"all conditions together",
+     {.tenants = S_LIST("team-a"),
+      .models = S_LIST("chat"),
+      .labels = S_LIST("pii"),
+      .headers = S_LIST("x-class=batch"),
+      .prompt_min = 10,
+      .prompt_max = 20,
+      .has_queue_depth = true,
+      .queue_depth_above = 1},
+     S_IN(.model = "front", .labels = (const char *const[]){"pii"}, .nlabels = 1, .headers = s_hdrs,
+          .nheaders = 2, .prompt_tokens = 15, .queue_depth = 2),
+     true},
+    {"all conditions, one fails",
+     {.tenants = S_LIST("team-a"),
+      .models = S_LIST("chat"),
+      .labels = S_LIST("pii"),
+      .headers = S_LIST("x-class=batch"),
+      .prompt_min = 10,
+      .prompt_max = 20,
+      .has_queue_depth = true,
+      .queue_depth_above = 1},
+     S_IN(.model = "front", .labels = (const char *const[]){"pii"}, .nlabels = 1, .headers = s_hdrs,
+          .nheaders = 2, .prompt_tokens = 15, .queue_depth = 1),
+     false},
+};
+
+static void test_match_conditions(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof s_match_rows / sizeof *s_match_rows; i++) {
+        const s_row_t *row = &s_match_rows[i];
+        ipl_rule_t rule = row->rule;
+        ipl_policy_t p = s_policy(&rule, 1);
+        decider_rules_t *r = s_build(&p);
+        decider_rules_result_t out;
+        decider_rules_action_t a = decider_rules_eval(r, &row->in, &out);
+        if ((a != DECIDER_RULES_NONE) != row->match)
+            fail_msg("row %zu \"%s\": matched %d, want %d", i, row->what, a != DECIDER_RULES_NONE,
+                     row->match);
+        assert_int_equal(out.rule, row->match ? 0 : -1);
+        decider_rules_destroy(&r);
+        assert_null(r);
+    }
+}
+
+static const char *s_lookup(void *arg, const char *name)
+{
+    (*(int *)arg)++;
+    return strcasecmp(name, "x-trusted") == 0 ? "yes" : NULL;
+}
+
+static void test_header_callback(void **state)
+{
+    (void)state;
+    ipl_rule_t rules[] = {{.name = "cb", .headers = S_LIST("X-Trusted=yes"), S_ANY_PROMPT}};
+    ipl_policy_t p = s_policy(rules, 1);
+    decider_rules_t *r = s_build(&p);
+    int calls = 0;
+    decider_rules_result_t out;
+    decider_rules_input_t in = S_IN(.header_fn = s_lookup, .header_arg = &calls, .headers = s_hdrs,
+                                    .nheaders = 2); // the callback wins
+    assert_int_equal(decider_rules_eval(r, &in, &out), DECIDER_RULES_ROUTE);
+    assert_int_equal(calls, 1);
+    rules[0].headers[0] = "x-trusted=no";
+    decider_rules_destroy(&r);
+    r = s_build(&p);
+    assert_int_equal(decider_rules_eval(r, &in, &out), DECIDER_RULES_NONE);
+    decider_rules_destroy(&r);
+}
+
+static void test_actions(void **state)
+{
+    (void)state;
+    ipl_rule_t rules[] = {
+        {.name = "route",
+         .tenants = S_LIST("t-route"),
+         S_ANY_PROMPT,
+         .action = "route",
+         .pool = "large",
+         .targets = S_LIST("cloud", "big-set")},
+        {.name = "route-all",
+         .tenants = S_LIST("t-route-all"),
+         S_ANY_PROMPT,
+         .action = "route",
+         .pool = "chat"},
+        {.name = "prefer",
+         .tenants = S_LIST("t-prefer"),
+         S_ANY_PROMPT,
+         .action = "prefer",
+         .pool = "chat",
+         .target = "small",
+         .unless_holder = "large"},
+        {.name = "prefer-plain",
+         .tenants = S_LIST("t-prefer-plain"),
+         S_ANY_PROMPT,
+         .action = "prefer",
+         .pool = "chat",
+         .target = "small",
+         .unless_holder = ""},
+        {.name = "spill",
+         .tenants = S_LIST("t-spill"),
+         S_ANY_PROMPT,
+         .action = "spill",
+         .provider = "burst",
+         .while_above_slo = true,
+         .enter_percent = 120,
+         .exit_percent = 80,
+         .min_hold_ms = 5000},
+        {.name = "keep",
+         .tenants = S_LIST("t-keep"),
+         S_ANY_PROMPT,
+         .action = "keepLocal",
+         .reason = "pii stays"},
+        {.name = "reject",
+         .tenants = S_LIST("t-reject"),
+         S_ANY_PROMPT,
+         .action = "reject",
+         .status = 403,
+         .reason = "suspended"},
+        {.name = "reject-default",
+         .tenants = S_LIST("t-reject-default"),
+         S_ANY_PROMPT,
+         .action = "reject",
+         .reason = "no"},
+        {.name = "batch",
+         .tenants = S_LIST("t-batch"),
+         S_ANY_PROMPT,
+         .action = "admitBatch",
+         .max_utilization_percent = 60},
+    };
+    ipl_policy_t p = s_policy(rules, sizeof rules / sizeof *rules);
+    decider_rules_t *r = s_build(&p);
+    assert_int_equal(decider_rules_count(r), 9);
+    decider_rules_result_t out;
+
+    assert_int_equal(decider_rules_eval(r, &S_IN(.tenant = "t-route"), &out), DECIDER_RULES_ROUTE);
+    assert_int_equal(out.rule, 0);
+    assert_string_equal(out.name, "route");
+    assert_string_equal(out.policy, "p");
+    assert_string_equal(out.pool, "large");
+    assert_int_equal(out.ntargets, 2);
+    assert_string_equal(out.targets[1], "big-set");
+    assert_null(out.reason);
+
+    assert_int_equal(decider_rules_eval(r, &S_IN(.tenant = "t-route-all"), &out),
+                     DECIDER_RULES_ROUTE);
+    assert_int_equal(out.ntargets, 0);
+
+    assert_int_equal(decider_rules_eval(r, &S_IN(.tenant = "t-prefer"), &out),
+                     DECIDER_RULES_PREFER);
+    assert_string_equal(out.pool, "chat");
+    assert_string_equal(out.target, "small");
+    assert_string_equal(out.unless_holder, "large");
+    assert_int_equal(decider_rules_eval(r, &S_IN(.tenant = "t-prefer-plain"), &out),
+                     DECIDER_RULES_PREFER);
+    assert_null(out.unless_holder);
+
+    assert_int_equal(decider_rules_eval(r, &S_IN(.tenant = "t-spill"), &out), DECIDER_RULES_SPILL);
+    assert_string_equal(out.provider, "burst");
+    assert_true(out.spill.while_above_slo);
+    assert_int_equal(out.spill.enter_percent, 120);
+    assert_int_equal(out.spill.exit_percent, 80);
+    assert_int_equal(out.spill.min_hold_ms, 5000);
+
+    assert_int_equal(decider_rules_eval(r, &S_IN(.tenant = "t-keep"), &out),
+                     DECIDER_RULES_KEEP_LOCAL);
+    assert_string_equal(out.reason, "pii stays");
+    assert_int_equal(out.status, 0);
+
+    assert_int_equal(decider_rules_eval(r, &S_IN(.tenant = "t-reject"), &out),
+                     DECIDER_RULES_REJECT);
+    assert_int_equal(out.status, 403);
+    assert_string_equal(out.reason, "suspended");
+    assert_int_equal(decider_rules_eval(r, &S_IN(.tenant = "t-reject-default"), &out),
+                     DECIDER_RULES_REJECT);
+    assert_int_equal(out.status, DECIDER_RULES_REJECT_STATUS);
+
+    assert_int_equal(
+        decider_rules_eval(r, &S_IN(.tenant = "t-batch", .kv_utilization_percent = 59), &out),
+        DECIDER_RULES_ADMIT_BATCH);
+    assert_int_equal(out.max_utilization_percent, 60);
+    assert_true(out.admit);
+    assert_int_equal(
+        decider_rules_eval(r, &S_IN(.tenant = "t-batch", .kv_utilization_percent = 60), &out),
+        DECIDER_RULES_ADMIT_BATCH);
+    assert_false(out.admit);
+
+    assert_int_equal(decider_rules_eval(r, &S_IN(.tenant = "nobody"), &out), DECIDER_RULES_NONE);
+    assert_int_equal(out.rule, -1);
+    assert_null(out.name);
+    decider_rules_destroy(&r);
+
+    assert_string_equal(decider_rules_action_name(DECIDER_RULES_KEEP_LOCAL), "keepLocal");
+    assert_string_equal(decider_rules_action_name(DECIDER_RULES_NONE), "none");
+}
+
+static void test_first_match_wins(void **state)
+{
+    (void)state;
+    /* 130 rules (three bitset words): rule i matches tenant "t<i>"; rule 100 also matches
+     * every tenant with label "x"; the last matches everything. */
+    static ipl_rule_t rules[130];
+    static char names[130][8], *tenants[130];
+    memset(rules, 0, sizeof rules);
+    for (int i = 0; i < 130; i++) {
+        snprintf(names[i], sizeof names[i], "t%d", i);
+        tenants[i] = names[i];
+        rules[i] =
+            (ipl_rule_t){.name = names[i], .tenants = &tenants[i], .tenants_len = 1, S_ANY_PROMPT};
+    }
+    rules[100] = (ipl_rule_t){.name = "x", .labels = S_LIST("x"), S_ANY_PROMPT};
+    rules[129] = (ipl_rule_t){.name = "last", S_ANY_PROMPT};
+    ipl_policy_t p = s_policy(rules, 130);
+    decider_rules_t *r = s_build(&p);
+    decider_rules_result_t out;
+    const char *const x[] = {"x"};
+    assert_int_equal(decider_rules_eval(r, &S_IN(.tenant = "t5"), &out), DECIDER_RULES_ROUTE);
+    assert_int_equal(out.rule, 5);
+    assert_int_equal(decider_rules_eval(r, &S_IN(.tenant = "t5", .labels = x, .nlabels = 1), &out),
+                     DECIDER_RULES_ROUTE);
+    assert_int_equal(out.rule, 5); // earlier than the label rule
+    assert_int_equal(
+        decider_rules_eval(r, &S_IN(.tenant = "t120", .labels = x, .nlabels = 1), &out),
+        DECIDER_RULES_ROUTE);
+    assert_int_equal(out.rule, 100); // the label rule comes first
+    assert_string_equal(out.name, "x");
+    assert_int_equal(decider_rules_eval(r, &S_IN(.tenant = "t120"), &out), DECIDER_RULES_ROUTE);
+    assert_int_equal(out.rule, 120);
+    assert_int_equal(decider_rules_eval(r, &S_IN(.tenant = "t128"), &out), DECIDER_RULES_ROUTE);
+    assert_int_equal(out.rule, 128);
+    assert_int_equal(decider_rules_eval(r, &S_IN(.tenant = "zz"), &out), DECIDER_RULES_ROUTE);
+    assert_string_equal(out.name, "last");
+    assert_int_equal(out.rule, 129);
+    decider_rules_destroy(&r);
+}
+
+static void test_empty_policy_matches_nothing(void **state)
+{
+    (void)state;
+    ipl_policy_t p = s_policy(NULL, 0);
+    decider_rules_t *r = s_build(&p);
+    decider_rules_result_t out;
+    assert_int_equal(decider_rules_eval(r, &S_IN(.model = "chat"), &out), DECIDER_RULES_NONE);
+    assert_int_equal(out.rule, -1);
+    decider_rules_destroy(&r);
+    decider_rules_destroy(&r); // NULL: nothing
+}
+
+static void test_build_errors(void **state)
+{
+    (void)state;
+    const struct {
+        ipl_rule_t rule;
+        const char *needle;
+    } rows[] = {
+        {{.name = "bad", .action = "redirect", S_ANY_PROMPT}, "unknown action \"redirect\""},
+        {{.name = "bad", .headers = S_LIST("=x"), S_ANY_PROMPT}, "headers[0] has an empty name"},
+        {{.name = "bad", .prompt_min = 5, .prompt_max = 4}, "min 5 > max 4"},
+        {{.name = "bad", .has_time = true, .from_minute = 60, .to_minute = 60, S_ANY_PROMPT},
+         "time window 60..60"},
+        {{.name = "bad", .has_time = true, .from_minute = 0, .to_minute = 1440, S_ANY_PROMPT},
+         "time window 0..1440"},
+        {{.name = "bad",
+          .action = "spill",
+          .provider = "x",
+          .while_above_slo = true,
+          .enter_percent = 80,
+          .exit_percent = 80,
+          S_ANY_PROMPT},
+         "exit percent 80 is not below enter percent 80"},
+        {{.name = "bad", .predicted_ttft_above_slo = 3, S_ANY_PROMPT}, "not 0, 1 or 2"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        ipl_rule_t rules[2] = {{.name = "ok", S_ANY_PROMPT}, rows[i].rule};
+        ipl_policy_t p = s_policy(rules, 2);
+        decider_rules_t *r = (decider_rules_t *)&p; // must stay untouched on failure
+        char err[256];
+        assert_int_equal(decider_rules_new(&p, &r, err, sizeof err), IPL_E_INVAL);
+        assert_ptr_equal(r, (decider_rules_t *)&p);
+        if (!strstr(err, rows[i].needle) || !strstr(err, "rule \"bad\" (rules[1])"))
+            fail_msg("row %zu: \"%s\" lacks \"%s\"", i, err, rows[i].needle);
+    }
+    /* Names that exist nowhere are not errors: they match by name only. */
+    ipl_rule_t ghost[] = {{.name = "ghost",
+                           .models = S_LIST("ghost-model"),
+                           .action = "route",
+                           .pool = "no-such-pool",
+                           S_ANY_PROMPT}};
+    ipl_policy_t p = s_policy(ghost, 1);
+    decider_rules_t *r = s_build(&p);
+    decider_rules_result_t out;
+    assert_int_equal(decider_rules_eval(r, &S_IN(), &out), DECIDER_RULES_NONE);
+    assert_int_equal(decider_rules_eval(r, &S_IN(.model = "ghost-model"), &out),
+                     DECIDER_RULES_ROUTE);
+    assert_string_equal(out.pool, "no-such-pool");
+    decider_rules_destroy(&r);
+    /* A spill without whilePredictedTtftAboveSlo needs no thresholds. */
+    ipl_rule_t always[] = {{.name = "always", .action = "spill", .provider = "x", S_ANY_PROMPT}};
+    p = s_policy(always, 1);
+    r = s_build(&p);
+    decider_rules_destroy(&r);
+}
+
+static void test_spill_hysteresis(void **state)
+{
+    (void)state;
+    const decider_rules_spill_params_t prm = {
+        .enter_percent = 100, .exit_percent = 80, .min_hold_ms = 5000, .while_above_slo = true};
+    decider_rules_spill_state_t st = {0};
+    /* t (ms), percent, spilling after the step */
+    static const struct {
+        uint64_t t, pct;
+        bool spill;
+    } steps[] = {
+        {1000, 90, false},   {1100, 100, false}, // at enter is not above
+        {1200, 101, true},                       // enters at once: no hold before a first switch
+        {1300, 50, true},    {6199, 10, true},   // below exit but held < 5000 ms
+        {6200, 79, false},                       // held 5000 ms: leaves
+        {6300, 200, false},                      // held 100 ms: stays out
+        {11199, 150, false}, {11200, 150, true}, // held: enters
+        {11300, 80, true},   {20000, 80, true},  // at exit is not below
+    };
+    for (size_t i = 0; i < sizeof steps / sizeof *steps; i++)
+        if (decider_rules_spill_step(&st, steps[i].pct, steps[i].t, &prm) != steps[i].spill)
+            fail_msg("step %zu (t %llu, %llu%%): want %d", i, (unsigned long long)steps[i].t,
+                     (unsigned long long)steps[i].pct, steps[i].spill);
+    /* A signal oscillating between the thresholds (85..95 %) for a minute never flaps,
+     * whichever state it starts in. */
+    for (int start = 0; start < 2; start++) {
+        decider_rules_spill_state_t s = {.spilling = start, .switched = true, .since_ms = 0};
+        int flips = 0;
+        bool last = s.spilling;
+        for (uint64_t t = 100000; t < 160000; t += 100) {
+            bool now = decider_rules_spill_step(&s, t % 200 ? 85 : 95, t, &prm);
+            flips += now != last;
+            last = now;
+        }
+        assert_int_equal(flips, 0);
+        assert_int_equal(last, start);
+    }
+    /* A signal crossing both thresholds every 100 ms switches at most once per hold. */
+    decider_rules_spill_state_t s = {0};
+    int flips = 0;
+    bool last = false;
+    for (uint64_t t = 1; t <= 60000; t += 100) {
+        bool now = decider_rules_spill_step(&s, t % 200 == 1 ? 150 : 20, t, &prm);
+        flips += now != last;
+        last = now;
+    }
+    assert_true(flips >= 2 && flips <= 60000 / 5000 + 1);
+    /* whilePredictedTtftAboveSlo false: always spill. */
+    const decider_rules_spill_params_t always = {0};
+    assert_true(decider_rules_spill_step(&s, 0, 1, &always));
+    /* A clock that goes back does not count as held. */
+    decider_rules_spill_state_t b = {.spilling = true, .switched = true, .since_ms = 10000};
+    assert_true(decider_rules_spill_step(&b, 0, 9000, &prm));
+}
+
+static void test_helpers(void **state)
+{
+    (void)state;
+    assert_int_equal(decider_rules_minute_of_week(1704067200000ull), 0); // Mon 2024-01-01
+    assert_int_equal(decider_rules_minute_of_week(1704067200000ull + 90 * 60000ull), 90);
+    // Sun 2024-01-07 23:59:59
+    assert_int_equal(decider_rules_minute_of_week(1704671999000ull),
+                     DECIDER_RULES_MINUTES_WEEK - 1);
+    assert_int_equal(decider_rules_minute_of_week(0), 3 * 1440); // Thu 1970-01-01
+    assert_int_equal(decider_rules_slo_percent(600, 500), 120);
+    assert_int_equal(decider_rules_slo_percent(600, 0), 0);
+    assert_int_equal(decider_rules_slo_percent(-1, 500), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_match_conditions),
+        cmocka_unit_test(test_header_callback),
+        cmocka_unit_test(test_actions),
+        cmocka_unit_test(test_first_match_wins),
+        cmocka_unit_test(test_empty_policy_matches_nothing),
+        cmocka_unit_test(test_build_errors),
+        cmocka_unit_test(test_spill_hysteresis),
+        cmocka_unit_test(test_helpers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
