@@ -159,6 +159,8 @@ KV_EVENT, LOAD, SNAPSHOT_REQ, SNAPSHOT_END, POLICY, POLICY_REQ, ROUTE_REQ, ROUTE
 STORED, REMOVED, CLEARED = 1, 2, 3
 UP, DOWN = 1, 2
 EXACT, SYNCING, DEGRADED = 0, 1, 2
+HEALTH_NAMES = {0: "unknown", UP: "up", DOWN: "down"}  # as the decider's /debug/state names them
+KV_STATE_NAMES = {EXACT: "exact", SYNCING: "syncing", DEGRADED: "degraded"}
 
 
 def kv_event(worker, op, hashes, src_seq=1):
@@ -269,6 +271,12 @@ class DeciderStack:
                 if not got or not got["has_load"]:
                     return False
                 if got["waiting"] != want.get("waiting", 0) or got["running"] != want.get("running", 0):
+                    return False
+                # health and kv_state too: a second wait that only changes them must not pass
+                # on the first one's samples
+                if got["health"] != HEALTH_NAMES[want.get("health", UP)]:
+                    return False
+                if got["kv_state"] != KV_STATE_NAMES[want.get("kv_state", EXACT)]:
                     return False
             return True
         self.wait_state(seen, "load samples at the decider")
