@@ -9,6 +9,8 @@
 #   integration/test_kube_standin.py drives the Kubernetes API stand-in with it. The package's
 #   peer dependencies (aws-cdk-lib, constructs) are not needed and not installed
 #   (--legacy-peer-deps; any `npm install` in tools/node needs that flag too).
+# - the official `openai` client (6.x: 7.x needs Node.js 22), which
+#   integration/test_sim_provider.py drives against the provider stand-in.
 # Idempotent and quiet: prints nothing and installs nothing when they are present. Without
 # npm it says so once and exits 0; the tests that need these packages skip with that reason.
 set -euo pipefail
