@@ -38,7 +38,7 @@ import unittest
 import urllib.parse
 import http.client
 
-from lib.harness import ROOT, http as http_req
+from lib.harness import ROOT, http as http_req, terminate
 
 sys.dont_write_bytecode = True  # importing tools/kube_standin must leave no __pycache__
 TOOLS = os.path.join(ROOT, "tools")
@@ -123,19 +123,10 @@ class Standin:
 
     def stop(self, timeout=5.0):
         """Returns the seconds from SIGTERM to exit."""
-        if self.proc.poll() is not None:
-            self.log.close()
-            return 0.0
-        t0 = time.monotonic()
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
+        seconds = terminate(self.proc, timeout)
         self.proc.stdout.close()
         self.log.close()
-        return time.monotonic() - t0
+        return seconds
 
     def req(self, method, path, body=None, ctype="application/json", headers=None, timeout=10.0):
         """(status, headers, decoded JSON or None)."""

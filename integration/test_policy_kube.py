@@ -425,9 +425,10 @@ class KubeModeTests(unittest.TestCase):
         self.kubectl("create", "namespace", "other")
         # --kube-namespace other: the objects of default are not seen; no resources is an error
         self.start_policy(["--kube-namespace", "other"], ready_path="/healthz")
-        dbg = wait_until(lambda: (lambda s, d: d if s == 200 else None)(
+        # (wait for the first compilation's report: /debug/policy answers before it is made)
+        dbg = wait_until(lambda: (lambda s, d: d if s == 200 and "files" in d else None)(
             *http_json("GET", self.policy.admin_url + "/debug/policy")[::2]), 5,
-            what="/debug/policy")
+            what="/debug/policy after the first compilation")
         self.assertEqual(dbg["kube"]["namespace"], "other")
         self.assertFalse(dbg["valid"])
         self.assertEqual(dbg["files"], [])

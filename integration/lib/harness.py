@@ -115,6 +115,21 @@ def zmq_poke(endpoint, socket_type="dealer", count=200, seed=1, timeout=10.0):
                           stderr=subprocess.DEVNULL).returncode
 
 
+def terminate(proc, timeout=5.0):
+    """SIGTERM to a subprocess.Popen, then wait; SIGKILL after `timeout`. Returns the seconds
+    until it exited (0.0 when it had already)."""
+    if proc.poll() is not None:
+        return 0.0
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+    return time.monotonic() - t0
+
+
 class Proc:
     def __init__(self, name, argv, log_path, admin_url, env):
         self.name = name
@@ -147,18 +162,9 @@ class Proc:
 
     def stop(self, timeout=5.0):
         """SIGTERM, then wait; returns the seconds until exit (SIGKILL after `timeout`)."""
-        if not self.alive():
-            self._log.close()
-            return 0.0
-        t0 = time.monotonic()
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
+        seconds = terminate(self.proc, timeout)
         self._log.close()
-        return time.monotonic() - t0
+        return seconds
 
 
 class Stack:

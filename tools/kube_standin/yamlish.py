@@ -108,19 +108,8 @@ def _key_split(s):
     if not s or s[0] in "[{" or s.startswith("- ") or s == "-":
         return None
     if s[0] in "\"'":
-        q = s[0]
-        i = 1
-        while i < len(s):
-            if s[i] == "\\" and q == '"':
-                i += 2
-                continue
-            if s[i] == q:
-                if q == "'" and i + 1 < len(s) and s[i + 1] == "'":
-                    i += 2
-                    continue
-                break
-            i += 1
-        else:
+        i = _quote_end(s)
+        if i < 0:
             return None
         after = s[i + 1:].lstrip(" ")
         if after == ":" or after.startswith(": "):
@@ -497,7 +486,9 @@ def _balanced(s):
     return depth <= 0
 
 
-def _quote_closed(s):
+def _quote_end(s):
+    """The index of the quote that closes the scalar s starts with (s[0] is ' or "): "\\x"
+    escapes in double quotes, '' in single quotes; -1 when it is not closed."""
     q = s[0]
     i = 1
     while i < len(s):
@@ -508,9 +499,13 @@ def _quote_closed(s):
             if q == "'" and i + 1 < len(s) and s[i + 1] == "'":
                 i += 2
                 continue
-            return True
+            return i
         i += 1
-    return False
+    return -1
+
+
+def _quote_closed(s):
+    return _quote_end(s) >= 0
 
 
 _ESC = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "\\": "\\", '"': '"', "/": "/", " ": " ",
