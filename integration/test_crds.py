@@ -9,7 +9,8 @@
 - the compiler accepts exactly the CRD's fields at every level: a probe puts an unknown key
   into each mapping of each kind and reads the "(known: ...)" list of the compiler's error.
 
-Reading YAML needs PyYAML (Debian python3-yaml); without it these tests are skipped.
+Reading YAML needs PyYAML (Debian python3-yaml, installed by `make deps`); without it these
+tests fail.
 """
 import glob
 import json
@@ -19,7 +20,7 @@ import subprocess
 import tempfile
 import unittest
 
-from lib.harness import ROOT, binary
+from lib.harness import ROOT, binary, requires
 
 try:
     import yaml
@@ -149,7 +150,7 @@ def schema_at(root, path):
     return schema
 
 
-@unittest.skipIf(yaml is None, "PyYAML (python3-yaml) is not installed")
+@requires(yaml is not None, "PyYAML (Debian python3-yaml)")
 class TestCrds(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

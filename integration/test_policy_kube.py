@@ -30,7 +30,7 @@ import tempfile
 import time
 import unittest
 
-from lib.harness import Stack, http, http_json, wait_until, zmq_endpoint
+from lib.harness import Stack, http, http_json, requires, wait_until, zmq_endpoint
 from test_kube_standin import CRD_FILES, CRDS, EXAMPLES, KUBECTL, Standin
 from test_policy import metric
 
@@ -102,7 +102,7 @@ spec:
 """
 
 
-@unittest.skipUnless(os.access(KUBECTL, os.X_OK), "kubectl not installed (run tools/deps-node.sh)")
+@requires(os.access(KUBECTL, os.X_OK), "kubectl (%s, from npm)" % KUBECTL)
 class KubeModeTests(unittest.TestCase):
     def start(self, *standin_args, bookmarks=None, crds=(CRDS,)):
         args = sum((["--crds", c] for c in crds), []) + list(standin_args)

@@ -2,8 +2,7 @@
 (vLLM's --api-key), adds a network latency, and counts what reached it (GET /stand-in/received),
 so that gateway tests can prove what did and did not get through.
 
-The official `openai` npm client is driven against it when tools/node has it installed (it is
-not one of tools/node's packages today, so that test skips).
+The official `openai` npm client (tools/node, installed by `make deps`) is driven against it.
 """
 import http.client as http_client
 import json
@@ -13,7 +12,7 @@ import subprocess
 import time
 import unittest
 
-from lib.harness import ROOT, Stack, http, http_json, sse_events
+from lib.harness import ROOT, Stack, http, http_json, requires, sse_events
 
 KEY = "sk-standin-0123456789"
 WRONG = "sk-wrong-9876543210"
@@ -220,8 +219,8 @@ class TestSimProvider(unittest.TestCase):
         r = self.received(slow)
         self.assertEqual(r["network_latency_ms"], LATENCY_MS)
 
-    @unittest.skipUnless(os.path.isdir(NODE_OPENAI) and shutil.which("node"),
-                         "the openai npm package is not in tools/node (tools/node/package.json)")
+    @requires(os.path.isdir(NODE_OPENAI) and shutil.which("node"),
+              "node and the openai npm package (%s)" % NODE_OPENAI)
     def test_official_openai_client(self):
         url = self.start("--api-key", KEY)
         script = """

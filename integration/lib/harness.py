@@ -13,6 +13,7 @@ Processes are the binaries in $BUILD (default build/), started with --admin-list
 port and --log-level debug; their stderr goes to a log file printed when a test fails.
 Everything listens on 127.0.0.1 only. Every wait is bounded.
 """
+import functools
 import json
 import os
 import signal
@@ -25,7 +26,31 @@ import urllib.request
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
+# The binaries are `make SANITIZE=1`'s (build-san/): AddressSanitizer makes every process cost
+# about twice the CPU, which bounds on CPU time allow for.
+SANITIZED = os.path.basename(os.path.normpath(BUILD)).startswith("build-san")
 _used_ports = set()
+
+
+def requires(available, what):
+    """A class or test decorator for a tool that `make deps` installs (tools/deps.sh,
+    tools/deps-node.sh): when it is missing the test FAILS, naming it, instead of skipping, so a
+    machine or CI run that lost an install step cannot pass silently."""
+    def deco(obj):
+        if available:
+            return obj
+        why = "%s is missing: run `make deps` (tools/deps.sh, tools/deps-node.sh)" % what
+        if isinstance(obj, type):
+            def setUpClass(cls):
+                raise AssertionError(why)
+            obj.setUpClass = classmethod(setUpClass)
+            return obj
+
+        @functools.wraps(obj)
+        def failing(*args, **kwargs):
+            raise AssertionError(why)
+        return failing
+    return deco
 
 
 def free_port():

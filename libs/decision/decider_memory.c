@@ -4,7 +4,7 @@
  * worker a backlog record and, created on first use, a ring of pending prefixes.
  *
  *   s_backlog_t        tokens left and drain speed at t_ms; the routings' own remainders, FIFO
- *                      (decider_memory_backlog_requests counts them); recent and placed, each
+ *                      (decider_pool_backlog_requests counts them); recent and placed, each
  *                      decayed to t_ms. Every read drains it to the decision's clock first.
  *   s_pending_ring_t   DECIDER_MEMORY_PENDING entries, by field, replaced oldest first; a view
  *                      of the live ones is kept until the first of them expires.
@@ -153,10 +153,7 @@ __attribute__((noinline)) void decider_memory_drain(decider_memory_t *self, deci
 // The backlog of `worker` drained to mono_ms, or NULL for an out-of-range id.
 static inline s_backlog_t *s_backlog_drained(decider_memory_t *self, int worker, uint64_t mono_ms)
 {
-    if (worker < 0 || worker >= IPL_INDEX_MAX_WORKERS) return NULL;
-    s_backlog_t *b = &self->backlog[worker];
-    if (mono_ms > b->t_ms) decider_memory_drain(self, b, mono_ms);
-    return b;
+    return decider_memory_backlog_at(self, self->backlog, worker, mono_ms);
 }
 
 double decider_memory_backlog(decider_memory_t *self, int worker, uint64_t mono_ms,
@@ -182,18 +179,6 @@ void decider_memory_backlog_add(decider_memory_t *self, int worker, double token
         }
     }
     b->recent += 1;
-}
-
-double decider_memory_backlog_requests(decider_memory_t *self, int worker, uint64_t mono_ms)
-{
-    s_backlog_t *b = s_backlog_drained(self, worker, mono_ms);
-    return b ? (double)b->n : 0;
-}
-
-double decider_memory_recent(decider_memory_t *self, int worker, uint64_t mono_ms)
-{
-    s_backlog_t *b = s_backlog_drained(self, worker, mono_ms);
-    return b ? b->recent : 0;
 }
 
 double decider_memory_placed(decider_memory_t *self, int worker, uint64_t mono_ms)

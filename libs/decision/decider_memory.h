@@ -77,16 +77,13 @@ double decider_memory_backlog(decider_memory_t *self, int worker, uint64_t mono_
                               double tokens_per_s);
 void decider_memory_backlog_add(decider_memory_t *self, int worker, double tokens,
                                 uint64_t mono_ms);
-/* How many routings the backlog of `worker` still holds: each one with tokens adds one, and
- * they drain first come, first served (vLLM's scheduler order); beyond 64 at once, more are
- * merged into the newest. */
-double decider_memory_backlog_requests(decider_memory_t *self, int worker, uint64_t mono_ms);
-
-/* The requests decider_memory_backlog_add recorded for `worker`, each decaying as
- * exp(−age / DECIDER_MEMORY_RECENT_TAU_S): what the worker attracts lately (the prefixes it
- * holds). */
+/* decider_pool_backlog_requests (below): how many routings the backlog of `worker` still
+ * holds — each one with tokens adds one, and they drain first come, first served (vLLM's
+ * scheduler order); beyond 64 at once, more are merged into the newest.
+ * decider_pool_recent (below): the requests decider_memory_backlog_add recorded for `worker`,
+ * each decaying as exp(−age / DECIDER_MEMORY_RECENT_TAU_S): what the worker attracts lately
+ * (the prefixes it holds). */
 #define DECIDER_MEMORY_RECENT_TAU_S 60.0
-double decider_memory_recent(decider_memory_t *self, int worker, uint64_t mono_ms);
 
 /* ttft's placements on `worker` (prompts routed to it holding none of them: the prefixes it
  * was given to compute), each decaying as exp(−age / DECIDER_MEMORY_PLACED_TAU_S); and
@@ -99,15 +96,24 @@ void decider_memory_place(decider_memory_t *self, int worker, uint64_t mono_ms);
  * candidates of one decision. */
 void decider_memory_drain(decider_memory_t *self, decider_backlog_t *b, uint64_t mono_ms);
 
-/* decider_memory_recent and decider_memory_backlog_requests through a pool's memory, inline:
- * the same values (the same drain), for the strategies' per-candidate reads. */
+/* private: the record of `worker` among `records` (the owner's IPL_INDEX_MAX_WORKERS), drained
+ * to mono_ms; NULL when `worker` is out of range. Every read of a backlog goes through it. */
+static inline decider_backlog_t *decider_memory_backlog_at(decider_memory_t *owner,
+                                                           decider_backlog_t *records, int worker,
+                                                           uint64_t mono_ms)
+{
+    if (worker < 0 || worker >= IPL_INDEX_MAX_WORKERS) return NULL;
+    decider_backlog_t *b = &records[worker];
+    if (mono_ms > b->t_ms) decider_memory_drain(owner, b, mono_ms);
+    return b;
+}
+
+/* The reads of a worker's recent routings and backlog requests (above), through a pool's
+ * memory; inline: the strategies read them for every candidate of a decision. */
 static inline decider_backlog_t *decider_pool_backlog_at(decider_pool_memory_t *m, int worker,
                                                          uint64_t mono_ms)
 {
-    if (worker < 0 || worker >= IPL_INDEX_MAX_WORKERS) return NULL;
-    decider_backlog_t *b = &m->backlog[worker];
-    if (mono_ms > b->t_ms) decider_memory_drain(m->owner, b, mono_ms);
-    return b;
+    return decider_memory_backlog_at(m->owner, m->backlog, worker, mono_ms);
 }
 
 static inline double decider_pool_recent(decider_pool_memory_t *m, int worker, uint64_t mono_ms)

@@ -236,7 +236,7 @@ static double s_tie_band(double best_s)
     return fmax(S_TIE_BAND_S, S_TIE_BAND_REL * best_s);
 }
 
-// The requests routed to candidate c lately (decider_memory_recent), 0 without memory.
+// The requests routed to candidate c lately (decider_pool_recent), 0 without memory.
 static inline double s_recent(decider_pick_t *ctx, const decider_candidate_t *c)
 {
     return ctx->memory ? decider_pool_recent(ctx->memory, c->ledger_id, ctx->mono_ms) : 0;
@@ -452,7 +452,7 @@ static bool s_gate_excludes(uint64_t gated, uint64_t least, uint64_t gate,
 
 // How many requests c's prefill for this one holds up: the request itself
 // (S_TTFT_WORK_WEIGHT) and those reaching c until it is done, at the rate c was routed
-// requests lately (decider_memory_recent over its time constant).
+// requests lately (decider_pool_recent over its time constant).
 static double s_work_weight(decider_pick_t *ctx, const decider_candidate_t *c)
 {
     return S_TTFT_WORK_WEIGHT +

@@ -1,13 +1,13 @@
 """kube_standin — an in-repo stand-in for the Kubernetes API server, for tests.
 
-What it is: one Python process (stdlib only) serving, over plain HTTP on loopback, the part of
-the Kubernetes API that kubectl and a list/watch controller use, for core/v1 namespaces, pods
-and secrets, apiextensions.k8s.io/v1 CustomResourceDefinitions and the custom resources they
-define: discovery (aggregated and legacy), OpenAPI v3, get/list/create/update/patch/delete/
-deletecollection, the status subresource, list+watch with resourceVersion, bookmarks and
-410 Gone, Table output for `kubectl get`, Status errors with the real reasons and codes.
-Its faithfulness is proven by driving it with the real kubectl
-(integration/test_kube_standin.py).
+What it is: one Python process (the standard library, and PyYAML for YAML input) serving, over
+plain HTTP on loopback, the part of the Kubernetes API that kubectl and a list/watch controller
+use, for core/v1 namespaces, pods and secrets, apiextensions.k8s.io/v1
+CustomResourceDefinitions and the custom resources they define: discovery (aggregated and
+legacy), OpenAPI v3, get/list/create/update/patch/delete/deletecollection, the status
+subresource, list+watch with resourceVersion, bookmarks and 410 Gone, Table output for `kubectl
+get`, Status errors with the real reasons and codes. Its faithfulness is proven by driving it
+with the real kubectl (integration/test_kube_standin.py).
 
 What it is not: a Kubernetes control plane. No authentication or authorization, no
 admission plugins, no controllers (no scheduler, kubelet, garbage collector, namespace

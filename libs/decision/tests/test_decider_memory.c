@@ -22,6 +22,7 @@ static void test_backlog_recent_pending(void **state)
     (void)state;
     decider_memory_t *m = decider_memory_new();
     assert_non_null(m);
+    decider_pool_memory_t *pm = decider_memory_pool(m, "p"); // how the strategies read it
     // Backlog: 3,000 tokens at t = 1 s draining at 1,000 tokens/s.
     assert_float_equal(decider_memory_backlog(m, 0, 1000, 1000), 0, 1e-9);
     decider_memory_backlog_add(m, 0, 3000, 1000);
@@ -32,9 +33,9 @@ static void test_backlog_recent_pending(void **state)
     assert_float_equal(decider_memory_backlog(m, 0, 5250, 0), 250, 1e-9);
     // Two routings, 4 s apart, read 0.25 s after the second: (e^(−4/60) + 1) × e^(−0.25/60).
     double recent = (exp(-4.0 / 60.0) + 1) * exp(-0.25 / 60.0);
-    assert_float_equal(decider_memory_recent(m, 0, 5250), recent, 1e-9);
-    assert_float_equal(decider_memory_recent(m, 0, 5000), recent, 1e-9); // no time travel
-    assert_float_equal(decider_memory_recent(m, 0, 65250), recent * exp(-1.0), 1e-9);
+    assert_float_equal(decider_pool_recent(pm, 0, 5250), recent, 1e-9);
+    assert_float_equal(decider_pool_recent(pm, 0, 5000), recent, 1e-9); // no time travel
+    assert_float_equal(decider_pool_recent(pm, 0, 65250), recent * exp(-1.0), 1e-9);
     assert_float_equal(decider_memory_backlog(m, 1, 5250, 1000), 0, 1e-9);
     assert_float_equal(decider_memory_backlog(m, -1, 5250, 1000), 0, 1e-9);
     assert_float_equal(decider_memory_backlog(m, IPL_INDEX_MAX_WORKERS, 5250, 1000), 0, 1e-9);
@@ -81,6 +82,7 @@ static void test_placed(void **state)
     (void)state;
     decider_memory_t *m = decider_memory_new();
     assert_non_null(m);
+    decider_pool_memory_t *pm = decider_memory_pool(m, "p"); // how the strategies read it
     assert_float_equal(decider_memory_placed(m, 4, 1000), 0, 1e-12);
     decider_memory_place(m, 4, 1000);
     decider_memory_place(m, 4, 1000);
@@ -88,8 +90,8 @@ static void test_placed(void **state)
     assert_float_equal(decider_memory_placed(m, 4, 601000), 2 * exp(-1.0), 1e-9);
     assert_float_equal(decider_memory_placed(m, 4, 1000), 2 * exp(-1.0), 1e-9); // no time travel
     assert_float_equal(decider_memory_placed(m, 5, 601000), 0, 1e-12);
-    assert_float_equal(decider_memory_recent(m, 4, 601000), 0, 1e-12);
-    assert_float_equal(decider_memory_backlog_requests(m, 4, 601000), 0, 1e-12);
+    assert_float_equal(decider_pool_recent(pm, 4, 601000), 0, 1e-12);
+    assert_float_equal(decider_pool_backlog_requests(pm, 4, 601000), 0, 1e-12);
     decider_memory_place(m, -1, 1000); // ignored
     decider_memory_place(m, IPL_INDEX_MAX_WORKERS, 1000);
     assert_float_equal(decider_memory_placed(m, -1, 1000), 0, 1e-12);
@@ -104,26 +106,27 @@ static void test_backlog_requests(void **state)
     (void)state;
     decider_memory_t *m = decider_memory_new();
     assert_non_null(m);
+    decider_pool_memory_t *pm = decider_memory_pool(m, "p"); // how the strategies read it
     assert_float_equal(decider_memory_backlog(m, 1, 0, 100), 0, 1e-12); // 100 tokens/s
     decider_memory_backlog_add(m, 1, 100, 0);
     decider_memory_backlog_add(m, 1, 200, 0);
     decider_memory_backlog_add(m, 1, 300, 0);
     decider_memory_backlog_add(m, 1, 0, 0); // no tokens: a recent routing, not a backlog one
-    assert_float_equal(decider_memory_backlog_requests(m, 1, 0), 3, 1e-12);
-    assert_float_equal(decider_memory_recent(m, 1, 0), 4, 1e-12);
-    assert_float_equal(decider_memory_backlog_requests(m, 1, 1000), 2, 1e-12); // 100 done
-    assert_float_equal(decider_memory_backlog_requests(m, 1, 2500), 2, 1e-12); // 50 left of 200
-    assert_float_equal(decider_memory_backlog_requests(m, 1, 3000), 1, 1e-12);
+    assert_float_equal(decider_pool_backlog_requests(pm, 1, 0), 3, 1e-12);
+    assert_float_equal(decider_pool_recent(pm, 1, 0), 4, 1e-12);
+    assert_float_equal(decider_pool_backlog_requests(pm, 1, 1000), 2, 1e-12); // 100 done
+    assert_float_equal(decider_pool_backlog_requests(pm, 1, 2500), 2, 1e-12); // 50 left of 200
+    assert_float_equal(decider_pool_backlog_requests(pm, 1, 3000), 1, 1e-12);
     assert_float_equal(decider_memory_backlog(m, 1, 3000, 0), 300, 1e-9);
-    assert_float_equal(decider_memory_backlog_requests(m, 1, 6000), 0, 1e-12);
+    assert_float_equal(decider_pool_backlog_requests(pm, 1, 6000), 0, 1e-12);
     // Worker 2 at 10 tokens/s: 70 routings of 10 tokens at once.
     assert_float_equal(decider_memory_backlog(m, 2, 0, 10), 0, 1e-12);
     for (int i = 0; i < 70; i++)
         decider_memory_backlog_add(m, 2, 10, 0);
-    assert_float_equal(decider_memory_backlog_requests(m, 2, 0), 64, 1e-12);
+    assert_float_equal(decider_pool_backlog_requests(pm, 2, 0), 64, 1e-12);
     assert_float_equal(decider_memory_backlog(m, 2, 0, 0), 700, 1e-9);
     // 630 tokens later (63 s) only the newest, holding the last 7 routings' 70, is left.
-    assert_float_equal(decider_memory_backlog_requests(m, 2, 63000), 1, 1e-12);
+    assert_float_equal(decider_pool_backlog_requests(pm, 2, 63000), 1, 1e-12);
     assert_float_equal(decider_memory_backlog(m, 2, 63000, 0), 70, 1e-9);
     decider_memory_destroy(&m);
 }
