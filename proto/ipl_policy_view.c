@@ -38,6 +38,9 @@ struct ipl_policy_view {
     ipl_policy_snap_t *current; // guarded by lock; holds one reference
     _Atomic uint64_t version;
     _Atomic uint64_t dropped;
+    ipl_policy_view_attach_fn *attach; // NULL: none
+    ipl_policy_view_detach_fn *detach;
+    void *hook_arg;
 };
 
 static void s_snap_unref(ipl_policy_view_t *self, ipl_policy_snap_t *snap)
@@ -46,6 +49,7 @@ static void s_snap_unref(ipl_policy_view_t *self, ipl_policy_snap_t *snap)
     int refs = --snap->refs;
     pthread_mutex_unlock(&self->lock);
     if (refs == 0) {
+        if (snap->attached && self->detach) self->detach(self->hook_arg, snap->attached);
         ipl_msg_clear(&snap->msg);
         free(snap);
     }
@@ -56,6 +60,10 @@ static void s_offer(ipl_policy_view_t *self, ipl_policy_snap_t *snap)
 {
     ipl_policy_snap_t *old = NULL;
     bool taken = false;
+    // Only this thread installs snapshots, so a version older than the current one stays
+    // older while the hook runs (outside the lock: readers are not held up by it).
+    if (self->attach && snap->policy->version > atomic_load(&self->version))
+        snap->attached = self->attach(self->hook_arg, snap->policy);
     pthread_mutex_lock(&self->lock);
     uint64_t have = self->current ? self->current->policy->version : 0;
     if (snap->policy->version > have) {
@@ -192,8 +200,19 @@ static char *s_endpoint_dup(const char *endpoint)
 
 ipl_policy_view_t *ipl_policy_view_new(const char *sub_endpoint, const char *req_endpoint)
 {
+    return ipl_policy_view_new_attached(sub_endpoint, req_endpoint, NULL, NULL, NULL);
+}
+
+ipl_policy_view_t *ipl_policy_view_new_attached(const char *sub_endpoint, const char *req_endpoint,
+                                                ipl_policy_view_attach_fn *attach,
+                                                ipl_policy_view_detach_fn *detach, void *arg)
+{
+    if (!attach != !detach) return NULL;
     ipl_policy_view_t *self = calloc(1, sizeof *self);
     if (!self) return NULL;
+    self->attach = attach;
+    self->detach = detach;
+    self->hook_arg = arg;
     pthread_mutex_init(&self->lock, NULL);
     self->sub_endpoint = s_endpoint_dup(sub_endpoint);
     self->req_endpoint = s_endpoint_dup(req_endpoint);

@@ -17,9 +17,11 @@
 
 typedef struct ipl_policy_view ipl_policy_view_t;
 
-/* An immutable compiled policy. `policy` points into the snapshot. */
+/* An immutable compiled policy. `policy` points into the snapshot; `attached` is what the
+ * view's attach hook built from it (NULL without a hook, or when the hook returned NULL). */
 typedef struct ipl_policy_snap {
     const ipl_policy_t *policy;
+    void *attached;
     /* private */
     ipl_msg_t msg;
     int refs;
@@ -28,6 +30,18 @@ typedef struct ipl_policy_snap {
 /* Connects to `sub_endpoint` (PUB of the policy service) and `req_endpoint` (its ROUTER).
  * Either may be NULL or "" to skip it. NULL on failure. */
 ipl_policy_view_t *ipl_policy_view_new(const char *sub_endpoint, const char *req_endpoint);
+
+/* Built once per policy version that the view installs, on the view's thread, before readers
+ * can see it (e.g. the decider's compiled rules, which borrow the policy's strings): `attach`
+ * returns the object (NULL is allowed: the snapshot carries NULL), `detach` frees it when
+ * the snapshot's last reference goes. Both get `arg`. */
+typedef void *(ipl_policy_view_attach_fn)(void *arg, const ipl_policy_t *policy);
+typedef void(ipl_policy_view_detach_fn)(void *arg, void *attached);
+
+/* ipl_policy_view_new with an attach hook (attach and detach both set, or both NULL). */
+ipl_policy_view_t *ipl_policy_view_new_attached(const char *sub_endpoint, const char *req_endpoint,
+                                                ipl_policy_view_attach_fn *attach,
+                                                ipl_policy_view_detach_fn *detach, void *arg);
 void ipl_policy_view_destroy(ipl_policy_view_t **self_p);
 
 /* The newest policy, or NULL when none has arrived yet. Release with

@@ -26,6 +26,7 @@
 #define FD_strs(S, n)           IPL_FT_STRS, offsetof(S, n), offsetof(S, n##_len), NULL
 #define FD_opt_u64(S, n)        IPL_FT_U64, offsetof(S, n), 0, NULL, true
 #define FD_opt_str(S, n)        IPL_FT_STR, offsetof(S, n), 0, NULL, true
+#define FD_opt_strs(S, n)       IPL_FT_STRS, offsetof(S, n), offsetof(S, n##_len), NULL, true
 #define F_DESC(S, kind, n, doc) {#n, doc, FD_##kind(S, n)},
 #define AD_arr                  false
 #define AD_opt_arr              true

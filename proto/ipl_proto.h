@@ -50,6 +50,9 @@ enum {
     IPL_ROUTE_OVERLOADED = 3,  /* every candidate is above the load gate → 429 */
     IPL_ROUTE_BAD_REQUEST = 4, /* → 400 */
     IPL_ROUTE_NOT_READY = 5,   /* decider has no policy or state yet → 503 */
+    IPL_ROUTE_REJECTED = 6,    /* an InferencePolicy rule refused it → ROUTE_REP.http_status */
+    IPL_ROUTE_DEFERRED = 7,    /* batch work while the pool is busy: ask again after
+                                  ROUTE_REP.retry_after_ms (the gateway holds the request) */
 };
 
 /* ---- the catalogue ------------------------------------------------------------------------
@@ -58,7 +61,8 @@ enum {
  *                           | strs (array of strings, none nil; a NULL element is IPL_E_INVAL)
  *                           | opt_u64: a u64 added to an existing message or struct; senders
  *                             that predate it omit it and decoders read 0
- *                           | opt_str: the same for a string; decoders read NULL.
+ *                           | opt_str: the same for a string; decoders read NULL
+ *                           | opt_strs: the same for an array of strings; decoders read none.
  *                           Optional fields come after every other field.
  * A(ctx, arr | opt_arr, element, field, doc)  an array of struct `element` (declared in
  *                           IPL_PROTO_STRUCTS); opt_arr: added to an existing message or
@@ -330,7 +334,13 @@ enum {
     F(X, opt_u64, brief,                                                                           \
       "1: the reply's candidates list is empty unless explain is 1 (gateways read only the "       \
       "winner; 64 candidates' figures are 3.4 KB and a fifth of a decision's work); 0 (and "       \
-      "senders that predate it): every candidate's figures")
+      "senders that predate it): every candidate's figures")                                   \
+    F(X, opt_strs, labels,                                                                        \
+      "the request's semantic labels (e.g. \"pii\"), matched by InferencePolicy rules; none "     \
+      "from senders that predate it")                                                             \
+    F(X, opt_strs, headers,                                                                       \
+      "the request headers InferencePolicy rules name, each \"name=value\" (name lower-case; "    \
+      "split at the first '='); only those the policy's rules list are sent")
 
 #define IPL_PROTO_FIELDS_route_rep(F, A, X)                                                        \
     F(X, u64, req_id, "from the request")                                                          \
@@ -347,7 +357,18 @@ enum {
     A(X, arr, candidate, candidates, "every candidate considered (none for a brief request)")      \
     F(X, opt_u64, observe,                                                                         \
       "1: the decider remembers this decision and wants an OBSERVED for req_id on this "           \
-      "connection; 0 (and deciders that predate OBSERVED): send none")
+      "connection; 0 (and deciders that predate OBSERVED): send none")                          \
+    F(X, opt_str, target_kind,                                                                    \
+      "what was chosen: \"worker\" (a local worker: worker, url), \"provider\" (an "              \
+      "InferenceProvider: worker is its name, url its backend's, model the remote name) or "     \
+      "\"\" (not routed); NULL from deciders that predate it: a worker")                           \
+    F(X, opt_str, backend,                                                                        \
+      "provider decisions: the GatewayBackend to send it through (its credentials); else \"\"")   \
+    F(X, opt_str, rule,                                                                           \
+      "the InferencePolicy rule that decided, \"policy/rule\" (\"\": none matched)")                \
+    F(X, opt_u64, http_status,                                                                    \
+      "REJECTED: the HTTP status the rule gives (403, 413, 503...); else 0")                      \
+    F(X, opt_u64, retry_after_ms, "DEFERRED: ask again after this long, ms; else 0")
 
 #define IPL_PROTO_FIELDS_record(F, A, X)                                                           \
     F(X, str, request_id, "gateway request id")                                                    \
@@ -402,6 +423,9 @@ enum {
 #define IPL_PROTO_DECL_u64(n) uint64_t n;
 #define IPL_PROTO_DECL_opt_u64(n) uint64_t n;
 #define IPL_PROTO_DECL_opt_str(n) char *n;
+#define IPL_PROTO_DECL_opt_strs(n)                                                                 \
+    char **n;                                                                                      \
+    uint32_t n##_len;
 #define IPL_PROTO_DECL_f64(n) double n;
 #define IPL_PROTO_DECL_bool(n) bool n;
 #define IPL_PROTO_DECL_str(n) char *n; /* NULL encodes as nil */
