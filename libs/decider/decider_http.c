@@ -239,6 +239,8 @@ int decider_http_status(int route_status)
         return 429;
     case IPL_ROUTE_BAD_REQUEST:
         return 400;
+    case IPL_ROUTE_DEFERRED:
+        return 429;
     default:
         return 503;
     }
@@ -268,11 +270,19 @@ char *decider_http_render(const decider_decision_t *d, uint64_t prompt_tokens)
 {
     cJSON *root = cJSON_CreateObject();
     if (!root) return NULL;
-    const ipl_worker_t *w = d->status == IPL_ROUTE_OK ? d->worker : NULL;
+    bool ok = d->status == IPL_ROUTE_OK;
+    const ipl_worker_t *w = ok && d->target != DECIDER_TARGET_PROVIDER ? d->worker : NULL;
+    bool provider = ok && d->target == DECIDER_TARGET_PROVIDER && d->provider && d->backend;
+    cJSON_AddStringToObject(root, "target_kind", w ? "worker" : provider ? "provider" : "");
     if (w) {
         cJSON_AddStringToObject(root, "endpoint", w->url);
         cJSON_AddStringToObject(root, "worker", w->name);
         cJSON_AddStringToObject(root, "model", w->model);
+    } else if (provider) { // the backend's URL, never its credentials
+        cJSON_AddStringToObject(root, "endpoint", d->backend->url);
+        cJSON_AddStringToObject(root, "worker", d->provider->name);
+        cJSON_AddStringToObject(root, "model", d->upstream_model);
+        cJSON_AddStringToObject(root, "backend", d->backend->name);
     } else {
         cJSON_AddNullToObject(root, "endpoint");
         cJSON_AddNullToObject(root, "worker");
@@ -282,11 +292,17 @@ char *decider_http_render(const decider_decision_t *d, uint64_t prompt_tokens)
         cJSON_AddStringToObject(root, "pool", d->pool->name);
     else
         cJSON_AddNullToObject(root, "pool");
-    cJSON_AddNumberToObject(root, "predicted_ttft_ms", w ? s_ms(d->predicted_ttft_s) : 0);
+    cJSON_AddNumberToObject(root, "predicted_ttft_ms",
+                            w || provider ? s_ms(d->predicted_ttft_s) : 0);
     cJSON_AddNumberToObject(root, "cached_tokens", (double)(w ? d->cached_tokens : 0));
     cJSON_AddNumberToObject(root, "prompt_tokens", (double)prompt_tokens);
     if (d->strategy) cJSON_AddStringToObject(root, "strategy", d->strategy);
     cJSON_AddStringToObject(root, "reason", d->reason ? d->reason : "");
+    if (d->rule) {
+        char rule[512];
+        snprintf(rule, sizeof rule, "%s/%s", d->rule->policy, d->rule->name);
+        cJSON_AddStringToObject(root, "rule", rule);
+    }
     cJSON_AddStringToObject(root, "detail", d->detail);
     cJSON *cands = cJSON_AddArrayToObject(root, "candidates");
     for (uint32_t i = 0; i < d->ncands; i++) {
@@ -307,7 +323,8 @@ char *decider_http_render(const decider_decision_t *d, uint64_t prompt_tokens)
     }
     cJSON_AddNumberToObject(root, "state_seq", (double)d->state_seq);
     if (d->status != IPL_ROUTE_OK) {
-        int http = decider_http_status(d->status);
+        int http = d->status == IPL_ROUTE_REJECTED && d->http_status ? (int)d->http_status
+                                                                     : decider_http_status(d->status);
         cJSON *e = cJSON_AddObjectToObject(root, "error");
         cJSON_AddStringToObject(e, "message", d->detail);
         cJSON_AddStringToObject(e, "type", s_error_type(http));

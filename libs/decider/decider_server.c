@@ -19,6 +19,7 @@
 #include "decider_ledger.h"
 #include "decider_metrics.h"
 #include "decider_peers.h"
+#include "decider_rules.h"
 #include "decider_sync.h"
 #include "decider_wire.h"
 #include "ipl_clock.h"
@@ -94,6 +95,32 @@ static void s_publish_routed(decider_server_t *self, const decider_request_t *re
                           sizes_match ? req->nhashes : 0, bs, prompt, uncached, ipl_wall_ms());
 }
 
+/* The policy view's attach hook: the rules of each policy version, compiled once, before any
+ * decision can see that version. A policy whose rules do not compile gets none attached, and
+ * the router then refuses its requests (503 policy_error) rather than route them unchecked. */
+static void *s_attach_rules(void *arg, const ipl_policy_t *policy)
+{
+    (void)arg;
+    if (!policy->rules_len) return NULL;
+    decider_rules_t *rules = NULL;
+    char err[512] = "";
+    if (decider_rules_new(policy, &rules, err, sizeof err) != IPL_OK) {
+        IPL_ERROR("policy_rules_invalid", "version=%llu error=\"%s\"",
+                  (unsigned long long)policy->version, err);
+        return NULL;
+    }
+    IPL_INFO("policy_rules", "version=%llu rules=%zu", (unsigned long long)policy->version,
+             decider_rules_count(rules));
+    return rules;
+}
+
+static void s_detach_rules(void *arg, void *attached)
+{
+    (void)arg;
+    decider_rules_t *rules = attached;
+    decider_rules_destroy(&rules);
+}
+
 /* Decides with the newest policy and the replica; the caller keeps *snap_p referenced while it
  * uses the decision and releases it. Thread-safe. */
 static int s_decide(decider_server_t *self, ipl_policy_snap_t *snap, const decider_request_t *req,
@@ -102,13 +129,16 @@ static int s_decide(decider_server_t *self, ipl_policy_snap_t *snap, const decid
     uint64_t t0 = ipl_mono_ns();
     decider_sync_stats_t st;
     decider_sync_stats(self->sync, &st);
+    decider_request_t q = *req;
+    q.rules = snap ? snap->attached : NULL; // built with this very policy (s_attach_rules)
     decider_sync_rdlock(self->sync);
     int rc =
         decider_router_route(self->router, snap ? snap->policy : NULL,
-                             decider_sync_state(self->sync), decider_follow_lag_ms(&st), req, d);
+                             decider_sync_state(self->sync), decider_follow_lag_ms(&st), &q, d);
     decider_sync_unlock(self->sync);
     decider_metrics_decision(self->decider_metrics, d->reason, (double)(ipl_mono_ns() - t0) / 1e9);
-    if (rc == IPL_ROUTE_OK && d->worker) s_publish_routed(self, req, d);
+    if (rc == IPL_ROUTE_OK && d->target == DECIDER_TARGET_WORKER && d->worker)
+        s_publish_routed(self, req, d);
     return rc;
 }
 
@@ -318,7 +348,8 @@ decider_server_t *decider_server_new(const decider_server_config_t *config, ipl_
         decider_server_destroy(&self);
         return NULL;
     }
-    self->policy = ipl_policy_view_new(config->policy_sub, config->policy_req);
+    self->policy = ipl_policy_view_new_attached(config->policy_sub, config->policy_req,
+                                                s_attach_rules, s_detach_rules, NULL);
     if (!self->policy) {
         snprintf(err, errlen,
                  "cannot start the policy view (--policy-sub \"%s\", --policy-req "
@@ -505,7 +536,8 @@ static void s_http_route(void *arg, const ipl_http_req_t *hreq, ipl_http_resp_t 
     uint64_t prompt_tokens =
         r.req.prompt_tokens ? r.req.prompt_tokens : (uint64_t)r.req.nhashes * bs;
     char *json = decider_http_render(&d, prompt_tokens);
-    int status = decider_http_status(d.status);
+    int status = d.status == IPL_ROUTE_REJECTED && d.http_status ? (int)d.http_status
+                                                                 : decider_http_status(d.status);
     decider_decision_clear(&d);
     ipl_policy_view_release(self->policy, &snap);
     decider_http_request_clear(&r);

@@ -26,6 +26,8 @@
 #include "decider_predictor.h"
 #include "ipl_proto.h"
 
+struct decider_rules;
+
 /* One request to decide. Every pointer is borrowed for the call. */
 typedef struct decider_request {
     const char *model;
@@ -37,7 +39,23 @@ typedef struct decider_request {
     size_t nhashes;
     bool terse; /* decide without explanations: the candidates' notes and the decision's detail
                    stay empty (reasons, figures and predictions are filled as ever) */
+    /* InferencePolicy inputs (ROUTE_REQ.labels, .headers): */
+    char *const *labels; /* nlabels semantic labels */
+    size_t nlabels;
+    char *const *headers; /* nheaders "name=value" (name lower-case) */
+    size_t nheaders;
+    /* The compiled rules of the policy decided with (decider_rules_new of that very policy,
+     * e.g. the policy snapshot's attachment). NULL while the policy has rules: the decision is
+     * refused (503, "policy_error"), never made without them. */
+    const struct decider_rules *rules;
 } decider_request_t;
+
+/* What a decision chose. */
+typedef enum {
+    DECIDER_TARGET_NONE = 0, /* not routed */
+    DECIDER_TARGET_WORKER,   /* a local worker: worker, cands[winner] */
+    DECIDER_TARGET_PROVIDER, /* an InferenceProvider: provider, backend, upstream_model */
+} decider_target_kind_t;
 
 /* One candidate: the wire figures plus what the choice was made of. */
 typedef struct {
@@ -72,7 +90,15 @@ typedef struct {
     uint64_t state_seq;
     const char *set;             /* the winner's worker set, for decider_router_observe */
     decider_features_t features; /* the winner's features, for decider_router_observe */
-    decider_candidate_t *cands;  /* owned: ncands in use, room for cap */
+    /* Where it goes (status OK), and the policy's part in it. */
+    decider_target_kind_t target;
+    const ipl_provider_t *provider; /* PROVIDER: the provider, its backend, the model name */
+    const ipl_backend_t *backend;   /* to send (remote name) */
+    const char *upstream_model;
+    const ipl_rule_t *rule;  /* the InferencePolicy rule that decided, or NULL */
+    unsigned http_status;    /* REJECTED: the HTTP status */
+    uint64_t retry_after_ms; /* DEFERRED: ask again after */
+    decider_candidate_t *cands; /* owned: ncands in use, room for cap */
     uint32_t ncands, cap;
 } decider_decision_t;
 

@@ -24,19 +24,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "decider_feedback.h"
 #include "decider_ledger.h"
 #include "decider_memory.h"
 #include "decider_pick.h"
+#include "decider_rules.h"
 #include "decider_strategies.h"
+#include "decider_targets.h"
 #include "ipl_clock.h"
 #include "ipl_error.h"
+#include "ipl_hash.h"
 
 #define S_EWMA_ALPHA         0.1
 #define S_MIN_REQUEST_TOKENS 16.0
 #define S_OBSERVE_WINDOW_MS  60000
 #define S_OBSERVE_CAPACITY   65536
+#define S_SPILL_SLOTS        64     /* pools whose spill state is kept (more: shared slots) */
+#define S_NO_TTFT_MS         1e12   /* a pool without a healthy worker "predicts" this */
 
 struct decider_router {
     decider_router_config_t config;
@@ -76,13 +82,24 @@ struct decider_router {
         uint32_t n, cap;
         uint32_t *at;
     } members;
+    // Spill hysteresis per pool (decider_rules_spill_step), by a hash of the pool's name: kept
+    // across policy versions, so a reload does not reset a pool that is spilling.
+    struct {
+        uint64_t key; // 0: free
+        decider_rules_spill_state_t st;
+    } spill[S_SPILL_SLOTS];
+    // What the policy step says about the decision being made (explained decisions only),
+    // appended to its detail at the end: the strategy writes the detail in between.
+    char policy_note[384];
 };
 
 static const char *const s_reasons[] = {
     "cache_hit",   "least_loaded",  "load_gate",    "load_only",   "explore",
     "random",      "round_robin",   "max_score",    "min_cost",    "imbalanced",
     "cache_match", "smallest_tree", "prefix_match", "prefix_miss", "no_pool",
-    "no_worker",   "not_ready",     "bad_request",  "overloaded",  NULL,
+    "no_worker",   "not_ready",     "bad_request",  "overloaded",  "spill",
+    "overflow",    "rule_provider", "rejected",     "deferred",    "keep_local",
+    "policy_error", NULL,
 };
 
 static const char *const s_fallback_names[DECIDER_FALLBACK_NREASONS] = {
@@ -107,6 +124,7 @@ void decider_router_config_defaults(decider_router_config_t *config)
         .base_s = 0.04,
         .observe_window_ms = S_OBSERVE_WINDOW_MS,
         .observe_capacity = S_OBSERVE_CAPACITY,
+        .batch_retry_ms = 500,
     };
 }
 
@@ -203,11 +221,16 @@ static void s_fail(decider_decision_t *out, int status, const char *reason, cons
     va_end(ap);
 }
 
-static const ipl_pool_t *s_find_pool(const ipl_policy_t *p, const char *model)
+// NO_POOL for `model`, naming the models the policy serves.
+static void s_no_pool(decider_decision_t *out, const ipl_policy_t *policy, const char *model)
 {
-    for (uint32_t i = 0; i < p->pools_len; i++)
-        if (model && !strcmp(p->pools[i].model, model)) return &p->pools[i];
-    return NULL;
+    char known[256] = "";
+    size_t off = 0;
+    for (uint32_t i = 0; i < policy->pools_len && off < sizeof known; i++)
+        off += snprintf(known + off, sizeof known - off, "%s%s", i ? ", " : "",
+                        policy->pools[i].model);
+    s_fail(out, IPL_ROUTE_NO_POOL, "no_pool", "no pool serves model \"%s\" (known: %s)",
+           model ? model : "", policy->pools_len ? known : "none");
 }
 
 static const char *s_health_name(uint64_t health)
@@ -219,6 +242,8 @@ static const char *s_health_name(uint64_t health)
 
 typedef struct {
     decider_pick_t pick;
+    decider_pick_fn *pickfn; // the strategy's
+    uint32_t healthy;        // candidates s_candidates found healthy (s_restrict lowers it)
     bool oracle;         // strategy oracle with an offline hook: cached tokens are the truth
     unsigned fallback;   // bit per decider_fallback_t
     int least_over;      // the least loaded candidate above max_queue, or -1
@@ -540,6 +565,345 @@ static void s_count(decider_router_t *self, unsigned bits)
         if (bits & (1u << r)) self->fallbacks[r]++;
 }
 
+// ---- the policy: rules, providers, aliases ----------------------------------------------------
+
+// The strategy for `pool` (the request's, the pool's or the default) into ctx->pickfn, unless
+// it is resolved for that pool already. -1: unknown (a BAD_REQUEST decision), else 0.
+static int s_strategy(decider_router_t *self, s_ctx_t *ctx, const ipl_pool_t *pool)
+{
+    decider_decision_t *out = ctx->pick.out;
+    const decider_request_t *req = ctx->pick.req;
+    if (ctx->pickfn && out->pool == pool) return 0;
+    out->pool = pool;
+    const char *strategy = req->strategy && *req->strategy ? req->strategy
+                           : *pool->strategy               ? pool->strategy
+                                                           : self->config.default_strategy;
+    ctx->pickfn = decider_strategy_pick(strategy, &out->strategy);
+    if (!ctx->pickfn) {
+        s_fail(out, IPL_ROUTE_BAD_REQUEST, "bad_request", "unknown strategy \"%s\" (known: %s)",
+               strategy, ipl_strategy_list());
+        return -1;
+    }
+    return 0;
+}
+
+// Resolves the strategy of `pool` and lists its candidates (step 1). -1: unknown strategy (a
+// BAD_REQUEST decision), else 0 with ctx->healthy set.
+static int s_prepare(decider_router_t *self, s_ctx_t *ctx, const ipl_policy_t *policy,
+                     const ipl_pool_t *pool, const decider_state_t *state, uint64_t state_age_ms,
+                     uint64_t wall_ms, uint64_t mono_ms)
+{
+    if (s_strategy(self, ctx, pool) != 0) return -1;
+    ctx->pick.memory = decider_memory_pool(self->memory, pool->name);
+    ctx->oracle = self->config.offline.oracle && !strcmp(ctx->pick.out->strategy, "oracle");
+    ctx->least_over = -1;
+    ctx->healthy = s_candidates(self, ctx, policy, state, state_age_ms, wall_ms, mono_ms);
+    return 0;
+}
+
+// Steps 2 to 4 over the candidates s_prepare listed: admission, the strategy's pick, the
+// commit. Returns the status.
+static int s_local(decider_router_t *self, s_ctx_t *ctx, const ipl_policy_t *policy,
+                   uint64_t wall_ms, uint64_t mono_ms)
+{
+    decider_decision_t *out = ctx->pick.out;
+    uint32_t admitted = s_admit(self, ctx, ctx->healthy);
+    if (ctx->healthy == 0) {
+        s_no_worker(out);
+        ctx->fallback |= 1u << DECIDER_FALLBACK_NO_WORKER;
+    } else if (admitted == 0) {
+        s_overloaded(self, ctx);
+        ctx->fallback |= 1u << DECIDER_FALLBACK_OVERLOADED;
+    } else {
+        ctx->pickfn(&ctx->pick);
+        s_commit(self, ctx, wall_ms, mono_ms);
+        if (!strcmp(out->reason, "load_gate")) ctx->fallback |= 1u << DECIDER_FALLBACK_LOAD_GATE;
+        decider_candidate_t *win = &out->cands[out->winner];
+        for (uint32_t i = policy->workers_len; i-- > 0 && !out->worker;) // the last of that name
+            if (policy->workers[i].name == win->c.worker) out->worker = &policy->workers[i];
+        out->predicted_ttft_s = win->c.predicted_ttft_s;
+        out->cached_tokens = win->c.cached_tokens;
+        out->set = win->set;
+        out->features = win->x;
+        out->target = DECIDER_TARGET_WORKER;
+    }
+    return out->status;
+}
+
+// A uniform draw in [0, 1) from the router's generator (splitmix64).
+static double s_unit(uint64_t *rng)
+{
+    uint64_t z = (*rng += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
+}
+
+// Appends "; "-separated text to `buf` (cut at its end).
+static void s_append(char *buf, size_t size, const char *fmt, va_list ap)
+{
+    size_t off = strlen(buf);
+    if (off + 3 >= size) return;
+    if (off) off += (size_t)snprintf(buf + off, size - off, "; ");
+    vsnprintf(buf + off, size - off, fmt, ap);
+}
+
+// Appends to the decision's detail.
+static void s_detail(decider_decision_t *out, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void s_detail(decider_decision_t *out, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    s_append(out->detail, sizeof out->detail, fmt, ap);
+    va_end(ap);
+}
+
+// Appends to the policy step's note (the detail gets it when the decision is made).
+static void s_note(decider_router_t *self, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void s_note(decider_router_t *self, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    s_append(self->policy_note, sizeof self->policy_note, fmt, ap);
+    va_end(ap);
+}
+
+// Sends the decision to provider `name` (a target of out->pool): its backend, and the name it
+// knows the pool's model by. Returns the status (NO_WORKER when the policy lacks either).
+static int s_provider(const ipl_policy_t *policy, decider_decision_t *out, const char *name,
+                      const char *reason)
+{
+    const ipl_provider_t *p = decider_targets_provider(policy, name);
+    const ipl_backend_t *b = p ? decider_targets_backend(policy, p->backend) : NULL;
+    if (!b) {
+        s_fail(out, IPL_ROUTE_NO_WORKER, "no_worker", "%s \"%s\" of pool \"%s\" does not exist",
+               p ? "the backend of provider" : "provider", name, out->pool->name);
+        return out->status;
+    }
+    const char *remote = decider_targets_remote_model(policy, name, out->pool->model);
+    out->status = IPL_ROUTE_OK;
+    out->reason = reason;
+    out->target = DECIDER_TARGET_PROVIDER;
+    out->provider = p;
+    out->backend = b;
+    out->upstream_model = remote ? remote : out->pool->model;
+    out->worker = NULL;
+    out->winner = -1;
+    out->set = NULL;
+    out->cached_tokens = 0;
+    out->predicted_ttft_s = (double)p->latency_hint_ms / 1e3;
+    s_detail(out, "to provider \"%s\" through backend \"%s\" as model \"%s\" (%s)", name, b->name,
+             out->upstream_model, reason);
+    return out->status;
+}
+
+// The spill state of `pool` (a slot by the hash of its name; pools past S_SPILL_SLOTS share).
+static decider_rules_spill_state_t *s_spill_state(decider_router_t *self, const char *pool)
+{
+    uint64_t key = ipl_hash_bytes(pool, strlen(pool)) | 1;
+    for (unsigned i = 0; i < S_SPILL_SLOTS; i++) {
+        unsigned at = (unsigned)((key + i) % S_SPILL_SLOTS);
+        if (self->spill[at].key == key) return &self->spill[at].st;
+        if (!self->spill[at].key) {
+            self->spill[at].key = key;
+            return &self->spill[at].st;
+        }
+    }
+    return &self->spill[key % S_SPILL_SLOTS].st;
+}
+
+// The value of header `name` among the request's "name=value" pairs (decider_rules_header_fn).
+static const char *s_header(void *arg, const char *name)
+{
+    const decider_request_t *req = arg;
+    size_t n = strlen(name);
+    for (size_t i = 0; i < req->nheaders; i++) {
+        const char *h = req->headers[i];
+        if (h && !strncasecmp(h, name, n) && h[n] == '=') return h + n + 1;
+    }
+    return NULL;
+}
+
+// The rules' view of a request and of its pool's state (the candidates s_prepare listed:
+// requests queued at the healthy ones, their mean KV use, the best predicted TTFT).
+static void s_rules_input(const s_ctx_t *ctx, uint64_t wall_ms, decider_rules_input_t *in)
+{
+    const decider_request_t *req = ctx->pick.req;
+    const decider_decision_t *out = ctx->pick.out;
+    *in = (decider_rules_input_t){
+        .tenant = req->tenant,
+        .model = req->model,
+        .labels = (const char *const *)req->labels,
+        .nlabels = req->nlabels,
+        .header_fn = s_header,
+        .header_arg = (void *)req,
+        .prompt_tokens = req->prompt_tokens ? req->prompt_tokens
+                                            : (uint64_t)req->nhashes * req->block_size,
+        .predicted_ttft_ms = S_NO_TTFT_MS,
+        .ttft_slo_ms = out->pool ? out->pool->ttft_slo_ms : 0,
+        .minute_of_week = decider_rules_minute_of_week(wall_ms),
+    };
+    if (!out->pool) return;
+    in->prompt_tokens = out->prompt_tokens;
+    double kv = 0;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < out->ncands; i++) {
+        const decider_candidate_t *c = &out->cands[i];
+        if (!c->healthy) continue;
+        n++;
+        in->queue_depth += c->queue;
+        kv += c->c.kv_usage;
+        if (c->c.predicted_ttft_s * 1e3 < in->predicted_ttft_ms)
+            in->predicted_ttft_ms = c->c.predicted_ttft_s * 1e3;
+    }
+    if (n) in->kv_utilization_percent = (uint64_t)(kv / n * 100.0 + 0.5);
+}
+
+// Whether candidate c's worker set is one of names[0..n).
+static bool s_set_in(const decider_candidate_t *c, char *const *names, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (c->set && !strcmp(c->set, names[i])) return true;
+    return false;
+}
+
+// Leaves only the candidates of worker sets names[0..n) healthy; returns how many are.
+static uint32_t s_restrict(s_ctx_t *ctx, char *const *names, size_t n, const char *why)
+{
+    decider_decision_t *out = ctx->pick.out;
+    uint32_t healthy = 0;
+    for (uint32_t i = 0; i < out->ncands; i++) {
+        decider_candidate_t *c = &out->cands[i];
+        if (!c->healthy) continue;
+        if (s_set_in(c, names, n)) {
+            healthy++;
+        } else {
+            c->healthy = false;
+            decider_candidate_note(c, "%s", why);
+        }
+    }
+    return ctx->healthy = healthy;
+}
+
+// The least predicted TTFT among the healthy candidates of worker set `set` (only those that
+// hold some of the prompt when `holding`); INFINITY when none.
+static double s_best_ttft(const decider_decision_t *out, const char *set, bool holding)
+{
+    double best = INFINITY;
+    for (uint32_t i = 0; i < out->ncands; i++) {
+        const decider_candidate_t *c = &out->cands[i];
+        if (c->healthy && c->set && !strcmp(c->set, set) && (!holding || c->c.cached_tokens) &&
+            c->c.predicted_ttft_s < best)
+            best = c->c.predicted_ttft_s;
+    }
+    return best;
+}
+
+// What the matched rule leaves for the rest of the decision.
+typedef struct {
+    bool local_only;      // keepLocal: never a provider
+    const char *provider; // a provider to go to when no local worker can take it (or NULL)
+    const char *provider_reason;
+    bool to_provider; // go to `provider` now
+} s_plan_t;
+
+// Applies rule result `r` to the decision. Returns 1 when the decision is made (rejected,
+// deferred, failed), else 0 with `plan` filled and the candidates restricted as the rule says
+// (a rule routing to another pool lists that pool's).
+static int s_apply(decider_router_t *self, s_ctx_t *ctx, const ipl_policy_t *policy,
+                   const decider_rules_result_t *r, const decider_rules_input_t *in,
+                   const decider_state_t *state, uint64_t state_age_ms, uint64_t wall_ms,
+                   uint64_t mono_ms, s_plan_t *plan)
+{
+    decider_decision_t *out = ctx->pick.out;
+    const ipl_rule_t *rule = &policy->rules[r->rule];
+    switch (r->action) {
+    case DECIDER_RULES_REJECT:
+        s_fail(out, IPL_ROUTE_REJECTED, "rejected", "%s", r->reason ? r->reason : "");
+        out->http_status = r->status ? r->status : DECIDER_RULES_REJECT_STATUS;
+        return 1;
+    case DECIDER_RULES_ADMIT_BATCH:
+        if (r->admit) return 0;
+        s_fail(out, IPL_ROUTE_DEFERRED, "deferred",
+               "batch work waits: pool KV utilization %llu%% is not under %llu%%",
+               (unsigned long long)in->kv_utilization_percent,
+               (unsigned long long)r->max_utilization_percent);
+        out->retry_after_ms = self->config.batch_retry_ms;
+        return 1;
+    case DECIDER_RULES_KEEP_LOCAL:
+        plan->local_only = true;
+        return 0;
+    case DECIDER_RULES_SPILL: {
+        if (!out->pool) return 0; // no pool serves the model: NO_POOL follows
+        uint64_t pct = decider_rules_slo_percent(in->predicted_ttft_ms, in->ttft_slo_ms);
+        bool spill = !r->spill.while_above_slo ||
+                     decider_rules_spill_step(s_spill_state(self, out->pool->name), pct, mono_ms,
+                                              &r->spill);
+        plan->provider = r->provider;
+        plan->provider_reason = "spill";
+        plan->to_provider = spill;
+        if (ctx->pick.explain)
+            s_note(self, "rule %s/%s: %s (predicted TTFT %.0f%% of the %llu ms SLO)",
+                     rule->policy, rule->name, spill ? "spilling" : "not spilling",
+                     (double)pct, (unsigned long long)in->ttft_slo_ms);
+        return 0;
+    }
+    case DECIDER_RULES_ROUTE:
+    case DECIDER_RULES_PREFER: {
+        const ipl_pool_t *pool = decider_targets_pool_by_name(policy, r->pool);
+        if (!pool) {
+            s_fail(out, IPL_ROUTE_NO_POOL, "no_pool", "rule %s/%s routes to pool \"%s\", which "
+                   "does not exist", rule->policy, rule->name, r->pool);
+            return 1;
+        }
+        if (pool != out->pool &&
+            s_prepare(self, ctx, policy, pool, state, state_age_ms, wall_ms, mono_ms) != 0)
+            return 1;
+        if (r->action == DECIDER_RULES_ROUTE) {
+            bool local = false;
+            for (size_t i = 0; i < r->ntargets; i++) {
+                const ipl_pool_target_t *t = decider_targets_target(policy, pool, r->targets[i]);
+                if (t && !strcmp(t->kind, "provider")) {
+                    if (!plan->provider) plan->provider = t->name;
+                    plan->provider_reason = "rule_provider";
+                } else {
+                    local = true;
+                }
+            }
+            if (r->ntargets && !local) plan->to_provider = true;
+            else if (r->ntargets) s_restrict(ctx, r->targets, r->ntargets, "not a target of the rule");
+            return 0;
+        }
+        // prefer: the target's workers, unless the holder holds the prefix and predicts less
+        char *only = (char *)r->target;
+        if (r->unless_holder) {
+            double holder = s_best_ttft(out, r->unless_holder, true);
+            double preferred = s_best_ttft(out, r->target, false);
+            if (holder < preferred) only = (char *)r->unless_holder;
+            if (ctx->pick.explain)
+                s_note(self, "rule %s/%s: %s (holder \"%s\" %s, preferred \"%s\" %.1f ms)",
+                         rule->policy, rule->name, only == r->target ? "preferred" : "holder",
+                         r->unless_holder, isinf(holder) ? "holds no prefix" : "predicts",
+                         r->target, preferred * 1e3);
+        }
+        s_restrict(ctx, &only, 1, "not the rule's preferred target");
+        return 0;
+    }
+    case DECIDER_RULES_NONE:
+        break;
+    }
+    return 0;
+}
+
+// Names the rule in the decision.
+static void s_mark_rule(decider_decision_t *out, const ipl_policy_t *policy, int rule)
+{
+    if (rule < 0 || (uint32_t)rule >= policy->rules_len) return;
+    out->rule = &policy->rules[rule];
+}
+
 int decider_router_route_at(decider_router_t *self, const ipl_policy_t *policy,
                             const decider_state_t *state, uint64_t state_age_ms,
                             const decider_request_t *req, decider_decision_t *out, uint64_t wall_ms,
@@ -551,67 +915,101 @@ int decider_router_route_at(decider_router_t *self, const ipl_policy_t *policy,
                "no policy received from the policy service yet");
         return out->status;
     }
-    out->pool = s_find_pool(policy, req->model);
-    if (!out->pool) {
-        char known[256] = "";
-        size_t off = 0;
-        for (uint32_t i = 0; i < policy->pools_len && off < sizeof known; i++)
-            off += snprintf(known + off, sizeof known - off, "%s%s", i ? ", " : "",
-                            policy->pools[i].model);
-        s_fail(out, IPL_ROUTE_NO_POOL, "no_pool", "no pool serves model \"%s\" (known: %s)",
-               req->model ? req->model : "", policy->pools_len ? known : "none");
+    bool rules = policy->rules_len > 0;
+    if (rules && !req->rules) {
+        s_fail(out, IPL_ROUTE_REJECTED, "policy_error",
+               "policy version %llu has rules this decider could not compile (see its log); "
+               "requests are refused rather than routed without them",
+               (unsigned long long)policy->version);
+        out->http_status = 503;
         return out->status;
     }
-    const char *strategy = req->strategy && *req->strategy ? req->strategy
-                           : *out->pool->strategy          ? out->pool->strategy
-                                                           : self->config.default_strategy;
-    decider_pick_fn *pick = decider_strategy_pick(strategy, &out->strategy);
-    if (!pick) {
-        s_fail(out, IPL_ROUTE_BAD_REQUEST, "bad_request", "unknown strategy \"%s\" (known: %s)",
-               strategy, ipl_strategy_list());
-        return out->status;
-    }
-    if (!state) {
-        s_fail(out, IPL_ROUTE_NOT_READY, "not_ready",
-               "no state snapshot received from the aggregator yet");
-        return out->status;
-    }
-    out->state_seq = decider_state_seq(state);
-
     pthread_mutex_lock(&self->lock);
+    self->policy_note[0] = '\0';
+    const ipl_alias_t *alias = NULL;
+    const ipl_pool_t *pool =
+        decider_targets_any_alias(policy)
+            ? decider_targets_resolve(policy, req->model, s_unit(&self->rng), &alias)
+            : decider_targets_pool_by_model(policy, req->model);
     s_ctx_t ctx = {
         .pick = {.req = req,
                  .out = out,
                  .rng = &self->rng,
-                 .memory = decider_memory_pool(self->memory, out->pool->name),
                  .mono_ms = mono_ms,
                  .load_gate = self->config.load_gate,
                  .temperature_s = self->config.temperature_s,
                  .optimistic_ttl_ms = self->config.optimistic_ttl_ms,
                  .explain = !self->config.offline.terse && !req->terse},
-        .oracle = self->config.offline.oracle && !strcmp(out->strategy, "oracle"),
         .least_over = -1,
     };
-    uint32_t healthy = s_candidates(self, &ctx, policy, state, state_age_ms, wall_ms, mono_ms);
-    uint32_t admitted = s_admit(self, &ctx, healthy);
-    if (healthy == 0) {
-        s_no_worker(out);
-        ctx.fallback |= 1u << DECIDER_FALLBACK_NO_WORKER;
-    } else if (admitted == 0) {
-        s_overloaded(self, &ctx);
-        ctx.fallback |= 1u << DECIDER_FALLBACK_OVERLOADED;
-    } else {
-        pick(&ctx.pick);
-        s_commit(self, &ctx, wall_ms, mono_ms);
-        if (!strcmp(out->reason, "load_gate")) ctx.fallback |= 1u << DECIDER_FALLBACK_LOAD_GATE;
-        decider_candidate_t *win = &out->cands[out->winner];
-        for (uint32_t i = policy->workers_len; i-- > 0 && !out->worker;) // the last of that name
-            if (policy->workers[i].name == win->c.worker) out->worker = &policy->workers[i];
-        out->predicted_ttft_s = win->c.predicted_ttft_s;
-        out->cached_tokens = win->c.cached_tokens;
-        out->set = win->set;
-        out->features = win->x;
+    s_plan_t plan = {0};
+    if (!pool && !rules) {
+        s_no_pool(out, policy, req->model);
+        goto done;
     }
+    if (pool && s_strategy(self, &ctx, pool) != 0) goto done;
+    if (!state) {
+        s_fail(out, IPL_ROUTE_NOT_READY, "not_ready",
+               "no state snapshot received from the aggregator yet");
+        goto done;
+    }
+    out->state_seq = decider_state_seq(state);
+    if (pool && s_prepare(self, &ctx, policy, pool, state, state_age_ms, wall_ms, mono_ms) != 0)
+        goto done;
+    if (rules) {
+        decider_rules_input_t in;
+        decider_rules_result_t r;
+        s_rules_input(&ctx, wall_ms, &in);
+        if (decider_rules_eval(req->rules, &in, &r) != DECIDER_RULES_NONE) {
+            s_mark_rule(out, policy, r.rule);
+            if (s_apply(self, &ctx, policy, &r, &in, state, state_age_ms, wall_ms, mono_ms,
+                        &plan))
+                goto done;
+            if (r.action == DECIDER_RULES_KEEP_LOCAL && ctx.pick.explain)
+                s_note(self, "rule %s/%s: kept local (%s)", out->rule->policy, out->rule->name,
+                       r.reason ? r.reason : "");
+        }
+        if (!out->pool) {
+            s_no_pool(out, policy, req->model);
+            goto done;
+        }
+    }
+    if (plan.to_provider && !plan.local_only) {
+        s_provider(policy, out, plan.provider, plan.provider_reason);
+        goto done;
+    }
+    if (s_local(self, &ctx, policy, wall_ms, mono_ms) == IPL_ROUTE_OK) goto done;
+    // No local worker can take it: the pool's overflow provider (or the rule's), unless kept
+    // local; then an alias's failover models, in order, each with its own pool's workers.
+    if (!plan.local_only && !plan.provider) {
+        const ipl_pool_target_t *t = decider_targets_provider_target(policy, out->pool, "overflow");
+        if (t) plan.provider = t->name, plan.provider_reason = "overflow";
+    }
+    if (!plan.local_only && plan.provider) {
+        s_provider(policy, out, plan.provider, plan.provider_reason);
+        goto done;
+    }
+    for (uint32_t i = 0; alias && i < alias->failover_len && out->status != IPL_ROUTE_OK; i++) {
+        const ipl_pool_t *next = // a model or an alias, or a pool's name
+            decider_targets_resolve(policy, alias->failover[i], s_unit(&self->rng), NULL);
+        if (!next) next = decider_targets_pool_by_name(policy, alias->failover[i]);
+        if (!next || next == out->pool) continue;
+        if (s_prepare(self, &ctx, policy, next, state, state_age_ms, wall_ms, mono_ms) != 0) break;
+        if (s_local(self, &ctx, policy, wall_ms, mono_ms) == IPL_ROUTE_OK && ctx.pick.explain)
+            s_note(self, "alias \"%s\" failed over to \"%s\"", alias->name, alias->failover[i]);
+    }
+    if (plan.local_only && out->status == IPL_ROUTE_NO_WORKER) {
+        char why[sizeof out->detail];
+        snprintf(why, sizeof why, "%s", out->detail);
+        s_fail(out, IPL_ROUTE_REJECTED, "keep_local", "%s; %s",
+               out->rule && out->rule->reason && *out->rule->reason
+                   ? out->rule->reason
+                   : "kept on local workers by policy",
+               why);
+        out->http_status = 503;
+    }
+done:
+    if (self->policy_note[0]) s_detail(out, "%s", self->policy_note);
     s_count(self, ctx.fallback);
     pthread_mutex_unlock(&self->lock);
     return out->status;

@@ -99,6 +99,8 @@ typedef struct {
     /* Load gate and queue limit. */
     uint64_t load_gate; /* queue excess over the least-loaded that disqualifies */
     uint64_t max_queue; /* a queue above this is not eligible; all above → 429 (0: off) */
+    /* InferencePolicy: a deferred batch request is told to ask again after this long. */
+    uint64_t batch_retry_ms;
     /* Cache terms and in-flight work: how long the state and the ledger are believed. */
     uint64_t stale_ms;          /* state silent longer than this: cache terms ignored */
     uint64_t optimistic_ttl_ms; /* optimistic blocks last this long (0: off) */

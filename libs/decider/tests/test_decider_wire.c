@@ -83,6 +83,18 @@ static void test_request(void **state)
     r = decider_wire_request(&rq);
     assert_false(r.terse);
     assert_string_equal(r.model, "m");
+    assert_int_equal(r.nlabels, 0);
+    assert_null(r.rules); // the server attaches the policy's
+    char *labels[] = {"pii"}, *headers[] = {"x-class=batch"};
+    rq.labels = labels;
+    rq.labels_len = 1;
+    rq.headers = headers;
+    rq.headers_len = 1;
+    r = decider_wire_request(&rq);
+    assert_int_equal(r.nlabels, 1);
+    assert_string_equal(r.labels[0], "pii");
+    assert_int_equal(r.nheaders, 1);
+    assert_string_equal(r.headers[0], "x-class=batch");
 }
 
 static void test_full_and_brief_replies(void **state)
@@ -157,12 +169,71 @@ static void test_refusal_names_no_worker(void **state)
     decider_decision_clear(&d);
 }
 
+/* A provider decision names the provider, the backend's URL and name, the remote model and
+ * the rule; it asks for no OBSERVED (only local workers calibrate the predictor). */
+static void test_provider_and_policy_fields(void **state)
+{
+    (void)state;
+    static ipl_backend_t backend = {.name = "cloud-backend", .url = "https://cloud/v1"};
+    static ipl_provider_t provider = {.name = "cloud", .backend = "cloud-backend"};
+    static ipl_rule_t rule = {.policy = "routing", .name = "burst"};
+    decider_decision_t d;
+    s_decision(&d);
+    d.target = DECIDER_TARGET_PROVIDER;
+    d.provider = &provider;
+    d.backend = &backend;
+    d.upstream_model = "remote-m";
+    d.worker = NULL;
+    d.winner = -1;
+    d.reason = "spill";
+    d.rule = &rule;
+    decider_wire_t w = {0};
+    msgpack_sbuffer b;
+    msgpack_sbuffer_init(&b);
+    assert_int_equal(decider_wire_reply(&w, 9, &d, true, true, &b), 0);
+    ipl_msg_t msg;
+    ipl_route_rep_t rep = s_decode(&b, &msg);
+    assert_int_equal(rep.status, IPL_ROUTE_OK);
+    assert_string_equal(rep.target_kind, "provider");
+    assert_string_equal(rep.worker, "cloud");
+    assert_string_equal(rep.url, "https://cloud/v1");
+    assert_string_equal(rep.backend, "cloud-backend");
+    assert_string_equal(rep.model, "remote-m");
+    assert_string_equal(rep.rule, "routing/burst");
+    assert_int_equal(rep.observe, 0);
+    assert_int_equal(rep.http_status, 0);
+    ipl_msg_clear(&msg);
+    // a rejection carries its HTTP status, a deferral its retry time; neither names a target
+    d.status = IPL_ROUTE_REJECTED;
+    d.http_status = 403;
+    msgpack_sbuffer_clear(&b);
+    assert_int_equal(decider_wire_reply(&w, 10, &d, false, true, &b), 0);
+    rep = s_decode(&b, &msg);
+    assert_int_equal(rep.http_status, 403);
+    assert_string_equal(rep.target_kind, "");
+    assert_string_equal(rep.worker, "");
+    assert_string_equal(rep.backend, "");
+    ipl_msg_clear(&msg);
+    d.status = IPL_ROUTE_DEFERRED;
+    d.retry_after_ms = 500;
+    msgpack_sbuffer_clear(&b);
+    assert_int_equal(decider_wire_reply(&w, 11, &d, false, true, &b), 0);
+    rep = s_decode(&b, &msg);
+    assert_int_equal(rep.retry_after_ms, 500);
+    assert_int_equal(rep.http_status, 0);
+    ipl_msg_clear(&msg);
+    msgpack_sbuffer_destroy(&b);
+    decider_wire_clear(&w);
+    decider_decision_clear(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_request),
         cmocka_unit_test(test_full_and_brief_replies),
         cmocka_unit_test(test_refusal_names_no_worker),
+        cmocka_unit_test(test_provider_and_policy_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
