@@ -5,6 +5,7 @@
 #include "decider_http.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decider_targets.h"
 #include "ipl_chat.h"
 #include "ipl_error.h"
 #include "ipl_hash.h"
@@ -45,6 +47,53 @@ static int s_string(const cJSON *root, const char *key, bool required, char **ou
     if (required && !*v->valuestring) return s_bad(err, errlen, "'%s' must not be empty", key);
     *out = strdup(v->valuestring);
     return *out ? IPL_OK : IPL_E_NOMEM;
+}
+
+// "labels": an array of non-empty strings (absent → none).
+static int s_labels(const cJSON *root, decider_http_request_t *out, char *err, size_t errlen)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "labels");
+    if (!v || cJSON_IsNull(v)) return IPL_OK;
+    if (!cJSON_IsArray(v) || (size_t)cJSON_GetArraySize(v) > DECIDER_HTTP_MAX_LABELS)
+        return s_bad(err, errlen, "'labels' must be an array of at most %u strings",
+                     DECIDER_HTTP_MAX_LABELS);
+    out->labels = calloc(DECIDER_HTTP_MAX_LABELS, sizeof *out->labels);
+    if (!out->labels) return IPL_E_NOMEM;
+    const cJSON *l;
+    cJSON_ArrayForEach(l, v)
+    {
+        if (!cJSON_IsString(l) || !*l->valuestring)
+            return s_bad(err, errlen, "'labels' must hold non-empty strings");
+        if (!(out->labels[out->nlabels++] = strdup(l->valuestring))) return IPL_E_NOMEM;
+    }
+    return IPL_OK;
+}
+
+// "headers": an object of string values, kept as "name=value" with the name lower-cased.
+static int s_headers(const cJSON *root, decider_http_request_t *out, char *err, size_t errlen)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "headers");
+    if (!v || cJSON_IsNull(v)) return IPL_OK;
+    if (!cJSON_IsObject(v) || (size_t)cJSON_GetArraySize(v) > DECIDER_HTTP_MAX_LABELS)
+        return s_bad(err, errlen, "'headers' must be an object of at most %u string values",
+                     DECIDER_HTTP_MAX_LABELS);
+    out->headers = calloc(DECIDER_HTTP_MAX_LABELS, sizeof *out->headers);
+    if (!out->headers) return IPL_E_NOMEM;
+    const cJSON *h;
+    cJSON_ArrayForEach(h, v)
+    {
+        if (!cJSON_IsString(h) || !*h->string || strchr(h->string, '='))
+            return s_bad(err, errlen, "'headers' must map header names (without '=') to strings");
+        size_t n = strlen(h->string), m = strlen(h->valuestring);
+        char *kv = malloc(n + m + 2);
+        if (!kv) return IPL_E_NOMEM;
+        for (size_t i = 0; i < n; i++)
+            kv[i] = (char)tolower((unsigned char)h->string[i]);
+        kv[n] = '=';
+        memcpy(kv + n + 1, h->valuestring, m + 1);
+        out->headers[out->nheaders++] = kv;
+    }
+    return IPL_OK;
 }
 
 // A non-negative integer field (absent → 0).
@@ -105,7 +154,8 @@ int decider_http_parse(const char *body, size_t len, decider_http_request_t *out
         (rc = s_string(root, "tenant", false, &out->tenant, err, errlen)) ||
         (rc = s_string(root, "strategy", false, &out->strategy, err, errlen)) ||
         (rc = s_uint(root, "prompt_tokens", UINT32_MAX, &out->prompt_tokens, err, errlen)) ||
-        (rc = s_uint(root, "block_size", 1024, &out->block_size, err, errlen)))
+        (rc = s_uint(root, "block_size", 1024, &out->block_size, err, errlen)) ||
+        (rc = s_labels(root, out, err, errlen)) || (rc = s_headers(root, out, err, errlen)))
         goto done;
     if (strlen(out->model) > S_MAX_NAME) {
         rc = s_bad(err, errlen, "'model' is longer than %d characters", S_MAX_NAME);
@@ -178,6 +228,10 @@ done:
         .block_size = out->block_size,
         .hashes = out->hashes,
         .nhashes = out->nhashes,
+        .labels = out->labels,
+        .nlabels = out->nlabels,
+        .headers = out->headers,
+        .nheaders = out->nheaders,
     };
     return IPL_OK;
 }
@@ -214,17 +268,22 @@ void decider_http_request_clear(decider_http_request_t *r)
     free(r->strategy);
     free(r->text);
     free(r->hashes);
+    for (size_t i = 0; r->labels && i < r->nlabels; i++)
+        free(r->labels[i]);
+    for (size_t i = 0; r->headers && i < r->nheaders; i++)
+        free(r->headers[i]);
+    free(r->labels);
+    free(r->headers);
     memset(r, 0, sizeof *r);
 }
 
 uint64_t decider_http_block_size(const ipl_policy_t *policy, const char *model)
 {
-    for (uint32_t p = 0; policy && p < policy->pools_len; p++) {
-        if (strcmp(policy->pools[p].model, model)) continue;
-        for (uint32_t w = 0; w < policy->workers_len; w++)
-            if (!strcmp(policy->workers[w].pool, policy->pools[p].name))
-                return policy->workers[w].block_size;
-    }
+    // an alias: its first target's pool (the pools of one alias share a tokenizer, and in
+    // practice a block size)
+    const ipl_pool_t *pool = policy ? decider_targets_resolve(policy, model, 0, NULL) : NULL;
+    for (uint32_t w = 0; pool && w < policy->workers_len; w++)
+        if (!strcmp(policy->workers[w].pool, pool->name)) return policy->workers[w].block_size;
     return S_DEFAULT_BLOCK_SIZE;
 }
 

@@ -3,6 +3,8 @@
  *
  * Request (a JSON object):
  *   {"model": str, "tenant"?: str, "strategy"?: str,
+ *    "labels"?: [str, ...]                semantic labels, for InferencePolicy rules (≤ 32)
+ *    "headers"?: {name: value, ...}       request headers rules match on (≤ 32)
  *    and exactly one of
  *      "prompt": str                      tokenized (ipl_tokenizer) and hashed (ipl_hash) here
  *      "messages": [chat messages]        rendered with ipl_chat (generation prompt added)
@@ -10,7 +12,9 @@
  *                                         0x-hex strings; with "prompt_tokens"?: int and
  *                                         "block_size"?: int (default: the pool's)}
  *
- * Response: decider_http_render() — {"endpoint", "worker", "pool", "model",
+ * Response: decider_http_render() — {"target_kind" ("worker", "provider" or ""), "endpoint",
+ * "worker" (a provider's name for a provider), "backend" (providers), "pool", "model", "rule"
+ * (when one decided),
  * "predicted_ttft_ms", "cached_tokens", "prompt_tokens", "strategy", "reason", "detail",
  * "candidates": [{worker, url, predicted_ttft_ms, cached_tokens, running, waiting, inflight,
  * kv_usage, eligible, note}], "state_seq"}; a failed decision adds an OpenAI-shaped "error".
@@ -28,6 +32,7 @@
 #include "ipl_tokenizer.h"
 
 #define DECIDER_HTTP_MAX_HASHES 65536u
+#define DECIDER_HTTP_MAX_LABELS 32u /* labels, and headers, per request */
 
 /* A parsed request; owns its strings and hashes. */
 typedef struct {
@@ -38,6 +43,10 @@ typedef struct {
     size_t nhashes;
     uint64_t block_size; /* given with block_hashes; 0 = the pool's */
     uint64_t prompt_tokens;
+    char **labels; /* nlabels */
+    size_t nlabels;
+    char **headers; /* nheaders "name=value", the name lower-case */
+    size_t nheaders;
 } decider_http_request_t;
 
 /* Parses a JSON body. Returns 0, or IPL_E_INVAL with a message for a 400 in `err`. On

@@ -52,6 +52,12 @@ static void test_parse_errors(void **state)
     s_bad("{\"model\":\"m\",\"block_hashes\":[\"0x1ffffffffffffffff\"]}", "unsigned 64-bit");
     s_bad("{\"model\":\"m\",\"prompt\":\"x\",\"prompt_tokens\":\"5\"}", "'prompt_tokens' must be");
     s_bad("{\"model\":\"m\",\"prompt\":\"x\",\"block_size\":0.5}", "'block_size' must be");
+    s_bad("{\"model\":\"m\",\"prompt\":\"x\",\"labels\":\"pii\"}", "'labels' must be an array");
+    s_bad("{\"model\":\"m\",\"prompt\":\"x\",\"labels\":[\"\"]}", "non-empty strings");
+    s_bad("{\"model\":\"m\",\"prompt\":\"x\",\"labels\":[1]}", "non-empty strings");
+    s_bad("{\"model\":\"m\",\"prompt\":\"x\",\"headers\":[]}", "'headers' must be an object");
+    s_bad("{\"model\":\"m\",\"prompt\":\"x\",\"headers\":{\"a\":1}}", "map header names");
+    s_bad("{\"model\":\"m\",\"prompt\":\"x\",\"headers\":{\"a=b\":\"c\"}}", "without '='");
     // Too many hashes.
     size_t n = DECIDER_HTTP_MAX_HASHES + 1, cap = n * 2 + 64;
     char *big = malloc(cap), *p = big;
@@ -68,7 +74,8 @@ static void test_parse_block_hashes(void **state)
     (void)state;
     const char *body = "{\"model\":\"m\",\"tenant\":\"t\",\"strategy\":\"random\",\"block_hashes\":"
                        "[7, \"18446744073709551615\", \"0xabc\"],\"prompt_tokens\":50,"
-                       "\"block_size\":16}";
+                       "\"block_size\":16,\"labels\":[\"pii\",\"code\"],"
+                       "\"headers\":{\"X-Class\":\"batch=1\"}}";
     decider_http_request_t r;
     char err[128];
     assert_int_equal(decider_http_parse(body, strlen(body), &r, err, sizeof err), 0);
@@ -81,6 +88,10 @@ static void test_parse_block_hashes(void **state)
     assert_int_equal(r.req.hashes[2], 0xabc);
     assert_int_equal(r.req.prompt_tokens, 50);
     assert_int_equal(r.req.block_size, 16);
+    assert_int_equal(r.req.nlabels, 2);
+    assert_string_equal(r.req.labels[1], "code");
+    assert_int_equal(r.req.nheaders, 1);
+    assert_string_equal(r.req.headers[0], "x-class=batch=1"); // the name lower-cased
     assert_int_equal(decider_http_hash(&r, NULL, 16), 0); // no text: nothing to do
     assert_int_equal(r.req.nhashes, 3);
     decider_http_request_clear(&r);
