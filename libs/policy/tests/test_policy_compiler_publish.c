@@ -251,7 +251,7 @@ static void test_policy_full_is_published(void **state)
     assert_string_equal(r->action, "spill");
     assert_string_equal(r->provider, "burst");
     assert_true(r->while_above_slo);
-    assert_int_equal(r->predicted_ttft_above_slo, POLICY_TRI_TRUE);
+    assert_int_equal(r->predicted_ttft_above_slo, 0); // unset: the rule matches below the SLO too
     assert_int_equal(r->enter_percent, 100);
     assert_int_equal(r->exit_percent, 80);
     assert_int_equal(r->min_hold_ms, 5000);
