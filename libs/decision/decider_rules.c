@@ -371,30 +371,59 @@ static bool s_time_holds(const s_rule_t *c, uint32_t mow)
            (minute < c->to && (c->days >> ((day + 6) % 7) & 1));
 }
 
-/* Every condition but tenant and model. */
-static bool s_rest_holds(const s_rule_t *c, const decider_rules_input_t *in, const int *lab,
-                         size_t nlab)
+/* One predicate per condition, shared by eval and explain so that the two cannot disagree. */
+static bool s_prompt_holds(const s_rule_t *c, const decider_rules_input_t *in)
 {
-    if (in->prompt_tokens < c->prompt_min || in->prompt_tokens > c->prompt_max) return false;
-    if (c->has_queue && !(in->queue_depth > c->queue_above)) return false;
-    if (c->has_kv && !(in->kv_utilization_percent > c->kv_above)) return false;
-    if (c->slo) {
-        if (in->ttft_slo_ms == 0) return false;
-        bool above = in->predicted_ttft_ms > (double)in->ttft_slo_ms;
-        if (above != (c->slo == 2)) return false;
-    }
-    if (c->has_time && !s_time_holds(c, in->minute_of_week)) return false;
+    return in->prompt_tokens >= c->prompt_min && in->prompt_tokens <= c->prompt_max;
+}
+
+static bool s_queue_holds(const s_rule_t *c, const decider_rules_input_t *in)
+{
+    return !c->has_queue || in->queue_depth > c->queue_above;
+}
+
+static bool s_kv_holds(const s_rule_t *c, const decider_rules_input_t *in)
+{
+    return !c->has_kv || in->kv_utilization_percent > c->kv_above;
+}
+
+static bool s_slo_holds(const s_rule_t *c, const decider_rules_input_t *in)
+{
+    if (!c->slo) return true;
+    if (in->ttft_slo_ms == 0) return false;
+    bool above = in->predicted_ttft_ms > (double)in->ttft_slo_ms;
+    return above == (c->slo == 2);
+}
+
+/* The first of the rule's labels the request lacks, or c->nlabels. */
+static uint32_t s_missing_label(const s_rule_t *c, const int *lab, size_t nlab)
+{
     for (uint32_t k = 0; k < c->nlabels; k++) {
         size_t j = 0;
         while (j < nlab && lab[j] != c->labels[k])
             j++;
-        if (j == nlab) return false;
+        if (j == nlab) return k;
     }
+    return c->nlabels;
+}
+
+/* The first of the rule's headers the request does not satisfy, or c->nheaders. */
+static uint32_t s_failed_header(const s_rule_t *c, const decider_rules_input_t *in)
+{
     for (uint32_t k = 0; k < c->nheaders; k++) {
         const char *v = s_header(in, c->headers[k].name);
-        if (!v || (c->headers[k].value && strcmp(v, c->headers[k].value) != 0)) return false;
+        if (!v || (c->headers[k].value && strcmp(v, c->headers[k].value) != 0)) return k;
     }
-    return true;
+    return c->nheaders;
+}
+
+/* Every condition but tenant and model, cheapest first. */
+static bool s_rest_holds(const s_rule_t *c, const decider_rules_input_t *in, const int *lab,
+                         size_t nlab)
+{
+    return s_prompt_holds(c, in) && s_queue_holds(c, in) && s_kv_holds(c, in) &&
+           s_slo_holds(c, in) && (!c->has_time || s_time_holds(c, in->minute_of_week)) &&
+           s_missing_label(c, lab, nlab) == c->nlabels && s_failed_header(c, in) == c->nheaders;
 }
 
 static void s_fill(const s_rule_t *c, size_t i, const decider_rules_input_t *in,
@@ -437,33 +466,298 @@ static void s_fill(const s_rule_t *c, size_t i, const decider_rules_input_t *in,
     }
 }
 
-decider_rules_action_t decider_rules_eval(const decider_rules_t *self,
-                                          const decider_rules_input_t *in,
-                                          decider_rules_result_t *out)
+/* What eval and explain compute before looking at rules: the bitsets of the rules the tenant and
+ * the model let through, and the request's interned labels (lab: DECIDER_RULES_MAX_LABELS). */
+typedef struct {
+    const uint64_t *tb, *mb;
+    int lab[DECIDER_RULES_MAX_LABELS];
+    size_t nlab;
+} s_request_t;
+
+static void s_request(const decider_rules_t *self, const decider_rules_input_t *in,
+                      decider_rules_result_t *out, s_request_t *rq)
 {
     memset(out, 0, sizeof *out);
     out->rule = -1;
     size_t W = self->words;
     int t = s_intern_get(&self->tenants, in->tenant);
     int m = s_intern_get(&self->models, in->model);
-    const uint64_t *tb = t >= 0 ? self->tenant_bits + (size_t)t * W : self->tenant_any;
-    const uint64_t *mb = m >= 0 ? self->model_bits + (size_t)m * W : self->model_any;
-    int lab[DECIDER_RULES_MAX_LABELS];
-    size_t nlab = 0;
+    rq->tb = t >= 0 ? self->tenant_bits + (size_t)t * W : self->tenant_any;
+    rq->mb = m >= 0 ? self->model_bits + (size_t)m * W : self->model_any;
+    rq->nlab = 0;
     for (size_t k = 0; k < in->nlabels && k < DECIDER_RULES_MAX_LABELS && self->labels.n; k++) {
         int id = s_intern_get(&self->labels, in->labels[k]);
-        if (id >= 0) lab[nlab++] = id;
+        if (id >= 0) rq->lab[rq->nlab++] = id;
     }
-    for (size_t w = 0; w < W; w++) {
-        for (uint64_t bits = tb[w] & mb[w]; bits; bits &= bits - 1) {
+}
+
+decider_rules_action_t decider_rules_eval(const decider_rules_t *self,
+                                          const decider_rules_input_t *in,
+                                          decider_rules_result_t *out)
+{
+    s_request_t rq;
+    s_request(self, in, out, &rq);
+    for (size_t w = 0; w < self->words; w++) {
+        for (uint64_t bits = rq.tb[w] & rq.mb[w]; bits; bits &= bits - 1) {
             size_t i = w * 64 + (size_t)__builtin_ctzll(bits);
-            if (s_rest_holds(&self->rule[i], in, lab, nlab)) {
+            if (s_rest_holds(&self->rule[i], in, rq.lab, rq.nlab)) {
                 s_fill(&self->rule[i], i, in, out);
                 return out->action;
             }
         }
     }
     return DECIDER_RULES_NONE;
+}
+
+/* ---- explanation ------------------------------------------------------------------------ */
+
+/* A bounded text: appends never overrun; a text cut short ends in "...". */
+typedef struct {
+    char *p;
+    size_t len, cap;
+} s_text_t;
+
+static s_text_t s_text(char *buf, size_t cap)
+{
+    if (cap) buf[0] = '\0';
+    return (s_text_t){buf, 0, cap};
+}
+
+__attribute__((format(printf, 2, 3))) static void s_put(s_text_t *t, const char *fmt, ...)
+{
+    if (t->cap < 4 || t->len + 1 >= t->cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n < t->cap - t->len) {
+        t->len += (size_t)n;
+        return;
+    }
+    t->len = t->cap - 1;
+    memcpy(t->p + t->len - 3, "...", 4);
+}
+
+static void s_put_list(s_text_t *t, char *const *items, size_t n)
+{
+    s_put(t, "[");
+    for (size_t i = 0; i < n; i++)
+        s_put(t, "%s%s", i ? ", " : "", items[i]);
+    s_put(t, "]");
+}
+
+static const char s_day_names[7][4] = {"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"};
+
+/* "every day", "Mon-Fri", "Mon,Wed,Sat-Sun": runs of three or more days as ranges. */
+static void s_put_days(s_text_t *t, unsigned days)
+{
+    if ((days & 0x7f) == 0x7f) {
+        s_put(t, "every day");
+        return;
+    }
+    const char *sep = "";
+    for (int d = 0; d < 7; d++) {
+        if (!(days >> d & 1)) continue;
+        int e = d;
+        while (e + 1 < 7 && (days >> (e + 1) & 1))
+            e++;
+        if (e - d >= 2) {
+            s_put(t, "%s%s-%s", sep, s_day_names[d], s_day_names[e]);
+            d = e;
+        } else {
+            s_put(t, "%s%s", sep, s_day_names[d]);
+        }
+        sep = ",";
+    }
+}
+
+const char *decider_rules_format_minute(uint32_t mow, char *buf, size_t len)
+{
+    mow %= DECIDER_RULES_MINUTES_WEEK;
+    snprintf(buf, len, "%s %02u:%02u", s_day_names[mow / 1440], mow % 1440 / 60, mow % 60);
+    return buf;
+}
+
+int decider_rules_parse_minute(const char *text, uint32_t *mow)
+{
+    const char *p = text ? text : "";
+    while (*p == ' ')
+        p++;
+    int day = -1;
+    for (int d = 0; d < 7; d++)
+        if (strncasecmp(p, s_day_names[d], 3) == 0) day = d;
+    if (day < 0 || p[3] != ' ') return IPL_E_INVAL;
+    p += 3;
+    while (*p == ' ')
+        p++;
+    unsigned h = 0, m = 0, digits = 0;
+    for (; *p >= '0' && *p <= '9' && digits < 2; p++, digits++)
+        h = h * 10 + (unsigned)(*p - '0');
+    if (!digits || *p++ != ':' || !(p[0] >= '0' && p[0] <= '9') || !(p[1] >= '0' && p[1] <= '9'))
+        return IPL_E_INVAL;
+    m = (unsigned)(p[0] - '0') * 10 + (unsigned)(p[1] - '0');
+    for (p += 2; *p == ' '; p++) {
+    }
+    if (*p || h > 23 || m > 59) return IPL_E_INVAL;
+    *mow = (uint32_t)day * 1440 + h * 60 + m;
+    return 0;
+}
+
+/* Whether bit i of a rule bitset is set. */
+static bool s_bit(const uint64_t *bits, size_t i)
+{
+    return bits[i / 64] >> (i % 64) & 1;
+}
+
+static bool s_is_alias(const ipl_policy_t *p, const char *name)
+{
+    for (uint32_t i = 0; name && i < p->aliases_len; i++)
+        if (p->aliases[i].name && strcmp(p->aliases[i].name, name) == 0) return true;
+    return false;
+}
+
+/* Whether rule i holds for the request; when not, the first failing condition in words. */
+static bool s_why_not(const decider_rules_t *self, size_t i, const decider_rules_input_t *in,
+                      const s_request_t *rq, s_text_t *t)
+{
+    const s_rule_t *c = &self->rule[i];
+    const ipl_rule_t *r = c->src;
+    if (!s_bit(rq->tb, i)) {
+        if (in->tenant && *in->tenant)
+            s_put(t, "tenant \"%s\" is not one of ", in->tenant);
+        else
+            s_put(t, "anonymous request (no tenant) is not one of ");
+        s_put_list(t, r->tenants, r->tenants_len);
+        return false;
+    }
+    if (!s_bit(rq->mb, i)) {
+        s_put(t, "model \"%s\" is not one of ", in->model ? in->model : "");
+        s_put_list(t, r->models, r->models_len);
+        if (s_is_alias(self->policy, in->model))
+            s_put(t, ", nor is any name the alias resolves to");
+        return false;
+    }
+    uint32_t k = s_missing_label(c, rq->lab, rq->nlab);
+    if (k < c->nlabels) {
+        s_put(t, "label \"%s\" missing", r->labels[k]);
+        return false;
+    }
+    k = s_failed_header(c, in);
+    if (k < c->nheaders) {
+        const s_header_t *h = &c->headers[k];
+        const char *v = s_header(in, h->name);
+        if (!h->value)
+            s_put(t, "header %s absent", h->name);
+        else if (!v)
+            s_put(t, "header %s=%s absent (no %s header)", h->name, h->value, h->name);
+        else
+            s_put(t, "header %s=%s absent (%s=%s)", h->name, h->value, h->name, v);
+        return false;
+    }
+    if (!s_prompt_holds(c, in)) {
+        bool above = in->prompt_tokens > c->prompt_max;
+        s_put(t, "prompt %llu tokens %s %llu", (unsigned long long)in->prompt_tokens,
+              above ? "above max" : "below min",
+              (unsigned long long)(above ? c->prompt_max : c->prompt_min));
+        return false;
+    }
+    if (!s_queue_holds(c, in)) {
+        s_put(t, "pool queue depth %llu not above %llu", (unsigned long long)in->queue_depth,
+              (unsigned long long)c->queue_above);
+        return false;
+    }
+    if (!s_kv_holds(c, in)) {
+        s_put(t, "pool KV utilization %llu%% not above %llu%%",
+              (unsigned long long)in->kv_utilization_percent, (unsigned long long)c->kv_above);
+        return false;
+    }
+    if (!s_slo_holds(c, in)) {
+        if (in->ttft_slo_ms == 0)
+            s_put(t, "the pool has no TTFT SLO (predictedTtftAboveSlo: %s needs one)",
+                  c->slo == 2 ? "true" : "false");
+        else
+            s_put(t, "pool predicted TTFT %.1f ms %s the SLO %llu ms", in->predicted_ttft_ms,
+                  c->slo == 2 ? "within" : "above", (unsigned long long)in->ttft_slo_ms);
+        return false;
+    }
+    if (c->has_time && !s_time_holds(c, in->minute_of_week)) {
+        char now[16];
+        s_put(t, "time %s UTC outside ",
+              decider_rules_format_minute(in->minute_of_week, now, sizeof now));
+        s_put_days(t, c->days);
+        s_put(t, " %02u:%02u-%02u:%02u", c->from / 60u, c->from % 60u, c->to / 60u, c->to % 60u);
+        return false;
+    }
+    return true;
+}
+
+decider_rules_action_t decider_rules_explain(const decider_rules_t *self,
+                                             const decider_rules_input_t *in,
+                                             decider_rules_trace_fn *fn, void *arg,
+                                             decider_rules_result_t *out)
+{
+    s_request_t rq;
+    s_request(self, in, out, &rq);
+    char why[DECIDER_RULES_WHY_MAX];
+    for (size_t i = 0; i < self->nrules; i++) {
+        s_text_t t = s_text(why, sizeof why);
+        if (s_why_not(self, i, in, &rq, &t)) {
+            s_fill(&self->rule[i], i, in, out);
+            if (fn) fn(arg, i, true, decider_rules_describe(out, why, sizeof why));
+            return out->action;
+        }
+        if (fn) fn(arg, i, false, why);
+    }
+    return DECIDER_RULES_NONE;
+}
+
+const char *decider_rules_describe(const decider_rules_result_t *r, char *buf, size_t len)
+{
+    s_text_t t = s_text(buf, len);
+    s_put(&t, "%s: ", decider_rules_action_name(r->action));
+    switch (r->action) {
+    case DECIDER_RULES_ROUTE:
+        s_put(&t, "pool %s, ", r->pool ? r->pool : "");
+        if (r->ntargets) {
+            s_put(&t, "targets ");
+            s_put_list(&t, r->targets, r->ntargets);
+        } else {
+            s_put(&t, "every target");
+        }
+        break;
+    case DECIDER_RULES_PREFER:
+        s_put(&t, "target %s of pool %s", r->target ? r->target : "", r->pool ? r->pool : "");
+        if (r->unless_holder)
+            s_put(&t, ", unless %s holds the prefix and predicts a lower TTFT", r->unless_holder);
+        break;
+    case DECIDER_RULES_SPILL:
+        s_put(&t, "to provider %s", r->provider ? r->provider : "");
+        if (r->spill.while_above_slo)
+            s_put(&t,
+                  " while the predicted TTFT is above the SLO (enter above %llu%%, exit below "
+                  "%llu%%, hold %llu ms)",
+                  (unsigned long long)r->spill.enter_percent,
+                  (unsigned long long)r->spill.exit_percent,
+                  (unsigned long long)r->spill.min_hold_ms);
+        else
+            s_put(&t, " while this rule matches");
+        break;
+    case DECIDER_RULES_KEEP_LOCAL:
+        s_put(&t, "%s", r->reason && *r->reason ? r->reason : "never to a provider");
+        break;
+    case DECIDER_RULES_REJECT:
+        s_put(&t, "%u, %s", r->status, r->reason && *r->reason ? r->reason : "no reason given");
+        break;
+    case DECIDER_RULES_ADMIT_BATCH:
+        s_put(&t, "%s (KV utilization %sunder %llu%%)", r->admit ? "admit" : "hold",
+              r->admit ? "" : "not ", (unsigned long long)r->max_utilization_percent);
+        break;
+    case DECIDER_RULES_NONE:
+        s_put(&t, "no rule matched (the pool's strategy routes)");
+        break;
+    }
+    return buf;
 }
 
 /* ---- helpers ---------------------------------------------------------------------------- */

@@ -2,12 +2,13 @@
  * decider_rules — the InferencePolicy rules of one policy version, compiled for evaluation,
  * and the first-match evaluation of one request against them (docs/crds.md, InferencePolicy).
  *
- * A pure class of the decision core: no sockets, no clock, no logging. Not yet wired into
- * decider_router (decisions are unchanged until it is).
+ * A pure class of the decision core: no sockets, no clock, no logging. decider_router
+ * evaluates it for every decision; inferplanectl explain traces it for people.
  *
  *   ipl_policy_t.rules[] ──decider_rules_new──► decider_rules_t (read-only)
  *                                                   │
  *   decider_rules_input_t ──decider_rules_eval──────┴──► decider_rules_result_t
+ *                         ──decider_rules_explain──► the same, and each rule's "why" (for people)
  *
  * Compiled form. Tenant, model and label names are interned to small ids (XXH3 of the name,
  * open addressing, the text compared on a hit). Each interned tenant has a bitset of the rules
@@ -57,8 +58,8 @@
  *
  * Ownership and threads: decider_rules_new borrows `policy`: the policy (its strings and
  * arrays, which results point into) must outlive the rules object; the decider keeps both for
- * one policy version. Built once, read-only afterwards: decider_rules_eval may run from any
- * number of threads at once. It never allocates.
+ * one policy version. Built once, read-only afterwards: decider_rules_eval (and
+ * decider_rules_explain) may run from any number of threads at once. Neither allocates.
  */
 #ifndef DECIDER_RULES_H
 #define DECIDER_RULES_H
@@ -158,6 +159,47 @@ size_t decider_rules_count(const decider_rules_t *self);
 decider_rules_action_t decider_rules_eval(const decider_rules_t *self,
                                           const decider_rules_input_t *in,
                                           decider_rules_result_t *out);
+
+/*
+ * Explanation, for people (inferplanectl explain): the evaluation of decider_rules_eval — the
+ * same *out, the same return, the same first match on every input — that also reports each
+ * rule it considers, in evaluation order, up to and including the first match:
+ *
+ *   fn(arg, 0, false, "tenant \"team-b\" is not one of [team-a]")   rule 0 does not match
+ *   fn(arg, 1, false, "label \"pii\" missing")                       nor does rule 1
+ *   fn(arg, 2, true, "keepLocal: personal data stays local")        rule 2 decides
+ *
+ * For a rule that does not match, `why` names the first condition that fails, in the order the
+ * YAML lists them (tenants, models, labels, headers, promptTokens, pool: queueDepthAbove,
+ * kvUtilizationAbovePercent, predictedTtftAboveSlo, time), with the request's value; for the
+ * match it is decider_rules_describe of the result. When no rule matches, fn is called for
+ * every rule. `why` is borrowed for the call only; fn may be NULL.
+ *
+ * It checks every rule in turn (no bitset skipping) and words each failure, so it is slower than
+ * eval; it allocates nothing: each text is built in a DECIDER_RULES_WHY_MAX buffer on the stack
+ * (a longer one ends in "..."). Read-only on self; safe from many threads.
+ */
+#define DECIDER_RULES_WHY_MAX 512
+
+typedef void(decider_rules_trace_fn)(void *arg, size_t rule, bool matched, const char *why);
+
+decider_rules_action_t decider_rules_explain(const decider_rules_t *self,
+                                             const decider_rules_input_t *in,
+                                             decider_rules_trace_fn *fn, void *arg,
+                                             decider_rules_result_t *out);
+
+/* A result in words, led by the action's name: "keepLocal: <reason>", "route: pool chat,
+ * targets [small]", "reject: 403, <reason>", "admitBatch: admit (KV utilization under 60%)",
+ * "none: no rule matched (the pool's strategy routes)"... Writes at most len bytes, NUL
+ * included (a longer text ends in "..."); returns buf. */
+const char *decider_rules_describe(const decider_rules_result_t *r, char *buf, size_t len);
+
+/* A minute of the week as "Mon 14:05" (len >= 10); returns buf. */
+const char *decider_rules_format_minute(uint32_t minute_of_week, char *buf, size_t len);
+
+/* Parses "Mon 14:05" (a weekday Mon..Sun, any case, then HH:MM, UTC) into a minute of the
+ * week. Returns 0, or IPL_E_INVAL for anything else (nothing after the minutes). */
+int decider_rules_parse_minute(const char *text, uint32_t *minute_of_week);
 
 /* The UTC minute of the week (0: Monday 00:00) of a time in ms since the epoch. */
 uint32_t decider_rules_minute_of_week(uint64_t epoch_ms);

@@ -8,18 +8,26 @@
  *   inferplanectl route --model sim-model --messages '[{"role":"user","content":"hi"}]' --explain
  *   inferplanectl route --model sim-model --prompt "Hello" --explain --admin 127.0.0.1:9104
  *
+ * --label and --header add what InferencePolicy rules match on (ROUTE_REQ labels, headers); the
+ * reply's target kind, backend, rule and HTTP status are printed when the decider gives them.
+ *
  * Note: asking routes for real — the decider counts the request as in flight on the winner
  * and assumes it caches the prompt for a while, as it would for a gateway's request.
+ *
+ * The prompt encoding (ctl_prompt_encode), the repeatable --label/--header values (ctl_attrs_*)
+ * and the ROUTE_REQ round trip (ctl_route_ask) are shared with inferplanectl explain (ctl.h).
  */
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 #include <czmq.h>
+#include <ctype.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ctl.h"
+#include "decider_http.h"
 #include "ipl_strategy.h"
 #include "ipl_chat.h"
 #include "ipl_clock.h"
@@ -32,6 +40,7 @@ typedef struct {
     const char *decider, *model, *prompt, *messages, *tenant, *strategy, *admin, *tokenizer;
     long block_size, timeout_ms;
     bool explain;
+    ctl_attrs_t attrs;
 } s_opts_t;
 
 static void s_usage(FILE *out)
@@ -41,6 +50,7 @@ static void s_usage(FILE *out)
             "--messages JSON)\n"
             "                           [--tenant T] [--strategy S] [--block-size N] "
             "[--timeout-ms MS]\n"
+            "                           [--label L]... [--header NAME=VALUE]...\n"
             "                           [--explain [--admin HOST:PORT]]\n\n"
             "Asks a decider where this request would go and prints its decision.\n\n"
             "  --decider ENDPOINT  the decider's ROUTER (default tcp://127.0.0.1:7021)\n"
@@ -48,6 +58,8 @@ static void s_usage(FILE *out)
             "  --prompt TEXT       a completion prompt, or\n"
             "  --messages JSON     a chat messages array (rendered with the chat template)\n"
             "  --tenant T          tenant name (default none)\n"
+            "  --label L           a semantic label of the request (e.g. pii); repeatable\n"
+            "  --header NAME=VALUE a request header InferencePolicy rules match on; repeatable\n"
             "  --strategy S        override the pool's strategy: one of\n"
             "                      %s\n"
             "  --tokenizer SPEC    as the gateway's --tokenizer (default builtin)\n"
@@ -78,6 +90,8 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
         {"timeout-ms", required_argument, NULL, 'T'},
         {"explain", no_argument, NULL, 'e'},
         {"admin", required_argument, NULL, 'a'},
+        {"label", required_argument, NULL, 'l'},
+        {"header", required_argument, NULL, 'H'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -114,6 +128,10 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
             break;
         case 'k':
             o->tokenizer = optarg;
+            break;
+        case 'l':
+        case 'H':
+            if (ctl_attrs_add(&o->attrs, "route", c == 'H', optarg)) return 2;
             break;
         case 'b':
         case 'T': {
@@ -280,13 +298,10 @@ static void s_print(const ipl_route_rep_t *rep, uint64_t prompt_tokens, bool exp
                rep->predicted_ttft_s * 1000.0, (unsigned long long)rep->cached_tokens,
                (unsigned long long)prompt_tokens, (unsigned long long)rep->state_seq);
     } else {
-        printf("not routed: reason %s (status %llu, HTTP %d at the gateway)\n", rep->reason,
-               (unsigned long long)rep->status,
-               rep->status == IPL_ROUTE_NO_POOL       ? 404
-               : rep->status == IPL_ROUTE_OVERLOADED  ? 429
-               : rep->status == IPL_ROUTE_BAD_REQUEST ? 400
-                                                      : 503);
+        printf("not routed: reason %s (status %llu, HTTP %u at the gateway)\n", rep->reason,
+               (unsigned long long)rep->status, ctl_route_http_status(rep));
     }
+    ctl_route_print_policy(rep);
     if (!explain) {
         if (rep->detail && *rep->detail) printf("  %s\n", rep->detail);
         return;
@@ -338,63 +353,154 @@ int ctl_route(int argc, char **argv)
 {
     s_opts_t o;
     int rc = s_parse(argc, argv, &o);
-    if (rc) return rc == 1 ? 0 : rc;
-    char *text = s_text(&o);
-    if (!text) return 2;
-    char tok_err[512] = "";
-    ipl_tokenizer_t *tok = ipl_tokenizer_open(o.tokenizer, tok_err, sizeof tok_err);
+    char *text = rc ? NULL : s_text(&o);
+    if (rc || !text) {
+        ctl_attrs_clear(&o.attrs);
+        return rc == 1 ? 0 : 2;
+    }
+    ctl_prompt_t prompt;
+    rc = ctl_prompt_encode("route", o.tokenizer, text, o.block_size, &prompt);
+    free(text);
+    if (rc) {
+        ctl_attrs_clear(&o.attrs);
+        return rc;
+    }
+    ipl_route_req_t req = {
+        .model = (char *)o.model,
+        .tenant = (char *)(o.tenant ? o.tenant : ""),
+        .prompt_tokens = prompt.tokens,
+        .block_size = (uint64_t)o.block_size,
+        .hashes = prompt.hashes,
+        .hashes_len = prompt.nhashes,
+        .strategy = (char *)(o.strategy ? o.strategy : ""),
+        .explain = 1, // the notes and the detail are what this tool prints
+        .labels = o.attrs.labels,
+        .labels_len = o.attrs.nlabels,
+        .headers = o.attrs.headers,
+        .headers_len = o.attrs.nheaders,
+    };
+    ipl_msg_t msg;
+    rc = ctl_route_ask("route", o.decider, &req, o.timeout_ms, &msg);
+    if (rc == 0) {
+        cJSON *model = o.explain && o.admin ? s_fetch_model(o.admin, o.timeout_ms) : NULL;
+        s_print(&msg.u.route_rep, prompt.tokens, o.explain, model);
+        cJSON_Delete(model);
+        rc = msg.u.route_rep.status == IPL_ROUTE_OK ? 0 : 1;
+        ipl_msg_clear(&msg);
+    }
+    ctl_prompt_clear(&prompt);
+    ctl_attrs_clear(&o.attrs);
+    return rc;
+}
+
+// ---- shared with inferplanectl explain (ctl.h) ----------------------------------------------
+
+int ctl_prompt_encode(const char *cmd, const char *tokenizer, const char *text, long block_size,
+                      ctl_prompt_t *out)
+{
+    *out = (ctl_prompt_t){0};
+    char err[512] = "";
+    ipl_tokenizer_t *tok = ipl_tokenizer_open(tokenizer, err, sizeof err);
     if (!tok) {
-        fprintf(stderr, "inferplanectl route: --tokenizer: %s\n", tok_err);
-        free(text);
+        fprintf(stderr, "inferplanectl %s: --tokenizer: %s\n", cmd, err);
         return 2;
     }
     size_t ntok = 0;
-    uint32_t *ids = tok ? ipl_tokenizer_encode(tok, text, strlen(text), &ntok) : NULL;
-    free(text);
+    uint32_t *ids = ipl_tokenizer_encode(tok, text, strlen(text), &ntok);
     ipl_tokenizer_destroy(&tok);
-    size_t nblocks = ntok / (size_t)o.block_size;
+    size_t nblocks = ntok / (size_t)block_size;
     uint64_t *hashes = malloc((nblocks ? nblocks : 1) * sizeof *hashes);
     if (!ids || !hashes) {
-        fprintf(stderr, "inferplanectl route: out of memory\n");
+        fprintf(stderr, "inferplanectl %s: out of memory\n", cmd);
         free(ids);
         free(hashes);
         return 1;
     }
     nblocks =
-        ipl_block_hashes(ipl_hash_chain_start(0), ids, ntok, (size_t)o.block_size, hashes, nblocks);
+        ipl_block_hashes(ipl_hash_chain_start(0), ids, ntok, (size_t)block_size, hashes, nblocks);
     free(ids);
+    *out = (ctl_prompt_t){.tokens = ntok, .hashes = hashes, .nhashes = (uint32_t)nblocks};
+    return 0;
+}
 
+void ctl_prompt_clear(ctl_prompt_t *p)
+{
+    free(p->hashes);
+    *p = (ctl_prompt_t){0};
+}
+
+// An HTTP field name: RFC 9110 token characters.
+static bool s_header_name_ok(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && !strchr("!#$%&'*+-.^_`|~", s[i])) return false;
+    return n > 0;
+}
+
+int ctl_attrs_add(ctl_attrs_t *a, const char *cmd, bool header, const char *arg)
+{
+    const char *eq = strchr(arg, '=');
+    if (!header && !*arg) {
+        fprintf(stderr, "inferplanectl %s: --label needs a name (e.g. --label pii)\n", cmd);
+        return 2;
+    }
+    if (header && (!eq || !s_header_name_ok(arg, (size_t)(eq - arg)))) {
+        fprintf(stderr,
+                "inferplanectl %s: --header '%s': want NAME=VALUE with a header name before "
+                "the '=' (e.g. --header x-inferplane-class=batch)\n",
+                cmd, arg);
+        return 2;
+    }
+    char ***list = header ? &a->headers : &a->labels;
+    uint32_t *n = header ? &a->nheaders : &a->nlabels;
+    char **grown = realloc(*list, (*n + 1) * sizeof **list);
+    char *copy = strdup(arg);
+    if (grown) *list = grown;
+    if (!grown || !copy) {
+        free(copy);
+        fprintf(stderr, "inferplanectl %s: out of memory\n", cmd);
+        return 1;
+    }
+    for (char *c = copy; header && *c != '='; c++)
+        *c = (char)tolower((unsigned char)*c); // names are case-insensitive; the wire's are lower
+    (*list)[(*n)++] = copy;
+    return 0;
+}
+
+void ctl_attrs_clear(ctl_attrs_t *a)
+{
+    for (uint32_t i = 0; i < a->nlabels; i++)
+        free(a->labels[i]);
+    for (uint32_t i = 0; i < a->nheaders; i++)
+        free(a->headers[i]);
+    free(a->labels);
+    free(a->headers);
+    *a = (ctl_attrs_t){0};
+}
+
+int ctl_route_ask(const char *cmd, const char *decider, ipl_route_req_t *req, long timeout_ms,
+                  ipl_msg_t *reply)
+{
     zsys_handler_set(NULL);
     zsock_t *dealer = zsock_new(ZMQ_DEALER);
-    rc = 1;
-    if (!dealer || zsock_connect(dealer, "%s", o.decider) != 0) {
+    if (!dealer || zsock_connect(dealer, "%s", decider) != 0) {
         fprintf(stderr,
-                "inferplanectl route: cannot connect to --decider '%s' (use "
-                "tcp://host:port)\n",
-                o.decider);
-        rc = 2;
-        goto done;
+                "inferplanectl %s: cannot connect to --decider '%s' (use tcp://host:port)\n", cmd,
+                decider);
+        zsock_destroy(&dealer);
+        return 2;
     }
     zsock_set_linger(dealer, 0);
-    uint64_t req_id = ipl_wall_ms();
-    ipl_route_req_t req = {
-        .req_id = req_id,
-        .model = (char *)o.model,
-        .tenant = (char *)(o.tenant ? o.tenant : ""),
-        .prompt_tokens = ntok,
-        .block_size = (uint64_t)o.block_size,
-        .hashes = hashes,
-        .hashes_len = (uint32_t)nblocks,
-        .strategy = (char *)(o.strategy ? o.strategy : ""),
-        .explain = 1, // the notes and the detail are what this tool prints
-    };
-    if (ipl_msg_send(zsock_resolve(dealer), IPL_MSG_ROUTE_REQ, &req, 0) != IPL_OK) {
-        fprintf(stderr, "inferplanectl route: cannot send the request\n");
-        goto done;
+    if (!req->req_id) req->req_id = ipl_wall_ms();
+    int rc = 1;
+    if (ipl_msg_send(zsock_resolve(dealer), IPL_MSG_ROUTE_REQ, req, 0) != IPL_OK) {
+        fprintf(stderr, "inferplanectl %s: cannot send the request\n", cmd);
+        zsock_destroy(&dealer);
+        return 1;
     }
-    uint64_t deadline = ipl_mono_ms() + (uint64_t)o.timeout_ms;
+    uint64_t deadline = ipl_mono_ms() + (uint64_t)timeout_ms;
     zpoller_t *poller = zpoller_new(dealer, NULL);
-    while (ipl_mono_ms() < deadline) {
+    while (rc && ipl_mono_ms() < deadline) {
         if (!zpoller_wait(poller, (int)(deadline - ipl_mono_ms()))) continue;
         zframe_t *frame = zframe_recv(dealer);
         if (!frame) break;
@@ -402,27 +508,57 @@ int ctl_route(int argc, char **argv)
         int drc = ipl_msg_decode(zframe_data(frame), zframe_size(frame), &msg);
         zframe_destroy(&frame);
         if (drc != IPL_OK) {
-            fprintf(stderr, "inferplanectl route: undecodable reply (%s)\n", ipl_strerror(drc));
+            fprintf(stderr, "inferplanectl %s: undecodable reply (%s)\n", cmd, ipl_strerror(drc));
             break;
         }
-        if (msg.type == IPL_MSG_ROUTE_REP && msg.u.route_rep.req_id == req_id) {
-            cJSON *model = o.explain && o.admin ? s_fetch_model(o.admin, o.timeout_ms) : NULL;
-            s_print(&msg.u.route_rep, ntok, o.explain, model);
-            cJSON_Delete(model);
-            rc = msg.u.route_rep.status == IPL_ROUTE_OK ? 0 : 1;
-            ipl_msg_clear(&msg);
-            break;
+        if (msg.type == IPL_MSG_ROUTE_REP && msg.u.route_rep.req_id == req->req_id) {
+            *reply = msg; // the caller's now
+            rc = 0;
+        } else {
+            ipl_msg_clear(&msg); // a reply to someone else's request id: keep waiting
         }
-        ipl_msg_clear(&msg); // a reply to someone else's request id: keep waiting
     }
     zpoller_destroy(&poller);
-    if (rc == 1 && ipl_mono_ms() >= deadline)
+    if (rc && ipl_mono_ms() >= deadline)
         fprintf(stderr,
-                "inferplanectl route: no answer from %s within %ld ms (is the decider "
-                "running?)\n",
-                o.decider, o.timeout_ms);
-done:
+                "inferplanectl %s: no answer from %s within %ld ms (is the decider running?)\n",
+                cmd, decider, timeout_ms);
     zsock_destroy(&dealer);
-    free(hashes);
     return rc;
+}
+
+const char *ctl_route_status_name(uint64_t status)
+{
+    static const char *names[] = {"ok",          "no_pool",   "no_worker", "overloaded",
+                                  "bad_request", "not_ready", "rejected",  "deferred"};
+    return status < sizeof names / sizeof *names ? names[status] : "unknown";
+}
+
+unsigned ctl_route_http_status(const ipl_route_rep_t *rep)
+{
+    if (rep->status == IPL_ROUTE_REJECTED && rep->http_status) return (unsigned)rep->http_status;
+    return (unsigned)decider_http_status((int)rep->status); // as the decider's POST /v1/route
+}
+
+void ctl_route_print_policy(const ipl_route_rep_t *rep)
+{
+    const char *sep = "  ";
+    if (rep->target_kind && *rep->target_kind) {
+        printf("%starget %s", sep, rep->target_kind);
+        if (rep->backend && *rep->backend) printf(" via backend %s", rep->backend);
+        sep = "; ";
+    }
+    if (rep->rule && *rep->rule) {
+        printf("%srule %s", sep, rep->rule);
+        sep = "; ";
+    }
+    if (rep->http_status) {
+        printf("%sHTTP %llu", sep, (unsigned long long)rep->http_status);
+        sep = "; ";
+    }
+    if (rep->retry_after_ms) {
+        printf("%sretry after %llu ms", sep, (unsigned long long)rep->retry_after_ms);
+        sep = "; ";
+    }
+    if (sep[0] == ';') printf("\n");
 }

@@ -12,6 +12,9 @@ typedef struct {
 
 static const s_command_t s_commands[] = {
     {"route", ctl_route, "ask a decider where a request would go (--explain for every candidate)"},
+    {"explain", ctl_explain,
+     "which InferencePolicy rule decides a request, which did not and why (--decider: and "
+     "the decision)"},
     {"poke", ctl_poke, "send malformed frames to a ZeroMQ endpoint (robustness tests)"},
     {"proto-doc", ctl_proto_doc, "print the wire-message catalogue as Markdown"},
     {"tokenize", ctl_tokenize, "encode stdin with a tokenizer.json (--decode: ids to text)"},

@@ -1,8 +1,10 @@
 /*
  * Unit tests of decider_rules: one table row per match condition (holding and not), one per
  * action, first match wins, time windows (wrapping midnight, days of week), aliases resolved,
- * the spill hysteresis and build errors. The policies are built by hand: a decision test may
- * not include libs/policy's headers (tools/check-layers).
+ * the spill hysteresis and build errors; decider_rules_explain: every evaluation here runs it too
+ * (s_eval) and asserts that it agrees with decider_rules_eval, and a table holds the words of
+ * every condition and every action. The policies are built by hand: a decision test may not
+ * include libs/policy's headers (tools/check-layers).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -61,6 +63,81 @@ static decider_rules_t *s_build(ipl_policy_t *p)
     int rc = decider_rules_new(p, &r, err, sizeof err);
     if (rc != 0) fail_msg("decider_rules_new: %d %s", rc, err);
     return r;
+}
+
+/* ---- eval and explain agree ------------------------------------------------------------- */
+
+typedef struct {
+    size_t calls, last;
+    bool ordered, matched;
+    char why[DECIDER_RULES_WHY_MAX]; /* the last call's */
+} s_trace_t;
+
+static void s_trace(void *arg, size_t rule, bool matched, const char *why)
+{
+    s_trace_t *t = arg;
+    if (t->calls ? rule != t->last + 1 || t->matched : rule != 0) t->ordered = false;
+    if (strlen(why) >= sizeof t->why) t->ordered = false;
+    t->calls++;
+    t->last = rule;
+    t->matched = matched;
+    snprintf(t->why, sizeof t->why, "%s", why);
+}
+
+static void s_assert_same(const decider_rules_result_t *a, const decider_rules_result_t *b)
+{
+    assert_int_equal(a->action, b->action);
+    assert_int_equal(a->rule, b->rule);
+    assert_ptr_equal(a->name, b->name);
+    assert_ptr_equal(a->policy, b->policy);
+    assert_ptr_equal(a->pool, b->pool);
+    assert_ptr_equal(a->targets, b->targets);
+    assert_int_equal(a->ntargets, b->ntargets);
+    assert_ptr_equal(a->target, b->target);
+    assert_ptr_equal(a->unless_holder, b->unless_holder);
+    assert_ptr_equal(a->provider, b->provider);
+    assert_int_equal(a->spill.enter_percent, b->spill.enter_percent);
+    assert_int_equal(a->spill.exit_percent, b->spill.exit_percent);
+    assert_int_equal(a->spill.min_hold_ms, b->spill.min_hold_ms);
+    assert_int_equal(a->spill.while_above_slo, b->spill.while_above_slo);
+    assert_ptr_equal(a->reason, b->reason);
+    assert_int_equal(a->status, b->status);
+    assert_int_equal(a->max_utilization_percent, b->max_utilization_percent);
+    assert_int_equal(a->admit, b->admit);
+}
+
+/* decider_rules_eval, after checking that decider_rules_explain gives the same result and
+ * traces every rule up to the match (all of them when none matches), in order. `t` (may be
+ * NULL) receives the trace. */
+static decider_rules_action_t s_eval_traced(const decider_rules_t *r,
+                                            const decider_rules_input_t *in,
+                                            decider_rules_result_t *out, s_trace_t *t)
+{
+    s_trace_t local;
+    if (!t) t = &local;
+    *t = (s_trace_t){.ordered = true};
+    decider_rules_result_t ex;
+    memset(&ex, 0xa5, sizeof ex); // explain must fill every field, as eval does
+    decider_rules_action_t a = decider_rules_explain(r, in, s_trace, t, &ex);
+    decider_rules_action_t b = decider_rules_eval(r, in, out);
+    assert_int_equal(a, b);
+    s_assert_same(&ex, out);
+    assert_true(t->ordered);
+    if (out->rule >= 0) {
+        assert_int_equal(t->calls, (size_t)out->rule + 1);
+        assert_true(t->matched);
+    } else {
+        assert_int_equal(t->calls, decider_rules_count(r));
+        assert_false(t->calls && t->matched);
+    }
+    assert_int_equal(decider_rules_explain(r, in, NULL, NULL, &ex), b); // fn may be NULL
+    return b;
+}
+
+static decider_rules_action_t s_eval(const decider_rules_t *r, const decider_rules_input_t *in,
+                                     decider_rules_result_t *out)
+{
+    return s_eval_traced(r, in, out, NULL);
 }
 
 /* A request matching every row's rule unless the row changes it: a later designated
@@ -282,7 +359,7 @@ static void test_match_conditions(void **state)
         ipl_policy_t p = s_policy(&rule, 1);
         decider_rules_t *r = s_build(&p);
         decider_rules_result_t out;
-        decider_rules_action_t a = decider_rules_eval(r, &row->in, &out);
+        decider_rules_action_t a = s_eval(r, &row->in, &out);
         if ((a != DECIDER_RULES_NONE) != row->match)
             fail_msg("row %zu \"%s\": matched %d, want %d", i, row->what, a != DECIDER_RULES_NONE,
                      row->match);
@@ -310,10 +387,14 @@ static void test_header_callback(void **state)
                                     .nheaders = 2); // the callback wins
     assert_int_equal(decider_rules_eval(r, &in, &out), DECIDER_RULES_ROUTE);
     assert_int_equal(calls, 1);
+    assert_int_equal(s_eval(r, &in, &out), DECIDER_RULES_ROUTE); // explain asks the callback too
+    assert_true(calls > 2);
     rules[0].headers[0] = "x-trusted=no";
     decider_rules_destroy(&r);
     r = s_build(&p);
-    assert_int_equal(decider_rules_eval(r, &in, &out), DECIDER_RULES_NONE);
+    s_trace_t t;
+    assert_int_equal(s_eval_traced(r, &in, &out, &t), DECIDER_RULES_NONE);
+    assert_string_equal(t.why, "header x-trusted=no absent (x-trusted=yes)");
     decider_rules_destroy(&r);
 }
 
@@ -382,7 +463,7 @@ static void test_actions(void **state)
     assert_int_equal(decider_rules_count(r), 9);
     decider_rules_result_t out;
 
-    assert_int_equal(decider_rules_eval(r, &S_IN(.tenant = "t-route"), &out), DECIDER_RULES_ROUTE);
+    assert_int_equal(s_eval(r, &S_IN(.tenant = "t-route"), &out), DECIDER_RULES_ROUTE);
     assert_int_equal(out.rule, 0);
     assert_string_equal(out.name, "route");
     assert_string_equal(out.policy, "p");
@@ -391,50 +472,42 @@ static void test_actions(void **state)
     assert_string_equal(out.targets[1], "big-set");
     assert_null(out.reason);
 
-    assert_int_equal(decider_rules_eval(r, &S_IN(.tenant = "t-route-all"), &out),
-                     DECIDER_RULES_ROUTE);
+    assert_int_equal(s_eval(r, &S_IN(.tenant = "t-route-all"), &out), DECIDER_RULES_ROUTE);
     assert_int_equal(out.ntargets, 0);
 
-    assert_int_equal(decider_rules_eval(r, &S_IN(.tenant = "t-prefer"), &out),
-                     DECIDER_RULES_PREFER);
+    assert_int_equal(s_eval(r, &S_IN(.tenant = "t-prefer"), &out), DECIDER_RULES_PREFER);
     assert_string_equal(out.pool, "chat");
     assert_string_equal(out.target, "small");
     assert_string_equal(out.unless_holder, "large");
-    assert_int_equal(decider_rules_eval(r, &S_IN(.tenant = "t-prefer-plain"), &out),
-                     DECIDER_RULES_PREFER);
+    assert_int_equal(s_eval(r, &S_IN(.tenant = "t-prefer-plain"), &out), DECIDER_RULES_PREFER);
     assert_null(out.unless_holder);
 
-    assert_int_equal(decider_rules_eval(r, &S_IN(.tenant = "t-spill"), &out), DECIDER_RULES_SPILL);
+    assert_int_equal(s_eval(r, &S_IN(.tenant = "t-spill"), &out), DECIDER_RULES_SPILL);
     assert_string_equal(out.provider, "burst");
     assert_true(out.spill.while_above_slo);
     assert_int_equal(out.spill.enter_percent, 120);
     assert_int_equal(out.spill.exit_percent, 80);
     assert_int_equal(out.spill.min_hold_ms, 5000);
 
-    assert_int_equal(decider_rules_eval(r, &S_IN(.tenant = "t-keep"), &out),
-                     DECIDER_RULES_KEEP_LOCAL);
+    assert_int_equal(s_eval(r, &S_IN(.tenant = "t-keep"), &out), DECIDER_RULES_KEEP_LOCAL);
     assert_string_equal(out.reason, "pii stays");
     assert_int_equal(out.status, 0);
 
-    assert_int_equal(decider_rules_eval(r, &S_IN(.tenant = "t-reject"), &out),
-                     DECIDER_RULES_REJECT);
+    assert_int_equal(s_eval(r, &S_IN(.tenant = "t-reject"), &out), DECIDER_RULES_REJECT);
     assert_int_equal(out.status, 403);
     assert_string_equal(out.reason, "suspended");
-    assert_int_equal(decider_rules_eval(r, &S_IN(.tenant = "t-reject-default"), &out),
-                     DECIDER_RULES_REJECT);
+    assert_int_equal(s_eval(r, &S_IN(.tenant = "t-reject-default"), &out), DECIDER_RULES_REJECT);
     assert_int_equal(out.status, DECIDER_RULES_REJECT_STATUS);
 
-    assert_int_equal(
-        decider_rules_eval(r, &S_IN(.tenant = "t-batch", .kv_utilization_percent = 59), &out),
-        DECIDER_RULES_ADMIT_BATCH);
+    assert_int_equal(s_eval(r, &S_IN(.tenant = "t-batch", .kv_utilization_percent = 59), &out),
+                     DECIDER_RULES_ADMIT_BATCH);
     assert_int_equal(out.max_utilization_percent, 60);
     assert_true(out.admit);
-    assert_int_equal(
-        decider_rules_eval(r, &S_IN(.tenant = "t-batch", .kv_utilization_percent = 60), &out),
-        DECIDER_RULES_ADMIT_BATCH);
+    assert_int_equal(s_eval(r, &S_IN(.tenant = "t-batch", .kv_utilization_percent = 60), &out),
+                     DECIDER_RULES_ADMIT_BATCH);
     assert_false(out.admit);
 
-    assert_int_equal(decider_rules_eval(r, &S_IN(.tenant = "nobody"), &out), DECIDER_RULES_NONE);
+    assert_int_equal(s_eval(r, &S_IN(.tenant = "nobody"), &out), DECIDER_RULES_NONE);
     assert_int_equal(out.rule, -1);
     assert_null(out.name);
     decider_rules_destroy(&r);
@@ -463,21 +536,20 @@ static void test_first_match_wins(void **state)
     decider_rules_t *r = s_build(&p);
     decider_rules_result_t out;
     const char *const x[] = {"x"};
-    assert_int_equal(decider_rules_eval(r, &S_IN(.tenant = "t5"), &out), DECIDER_RULES_ROUTE);
+    assert_int_equal(s_eval(r, &S_IN(.tenant = "t5"), &out), DECIDER_RULES_ROUTE);
     assert_int_equal(out.rule, 5);
-    assert_int_equal(decider_rules_eval(r, &S_IN(.tenant = "t5", .labels = x, .nlabels = 1), &out),
+    assert_int_equal(s_eval(r, &S_IN(.tenant = "t5", .labels = x, .nlabels = 1), &out),
                      DECIDER_RULES_ROUTE);
     assert_int_equal(out.rule, 5); // earlier than the label rule
-    assert_int_equal(
-        decider_rules_eval(r, &S_IN(.tenant = "t120", .labels = x, .nlabels = 1), &out),
-        DECIDER_RULES_ROUTE);
+    assert_int_equal(s_eval(r, &S_IN(.tenant = "t120", .labels = x, .nlabels = 1), &out),
+                     DECIDER_RULES_ROUTE);
     assert_int_equal(out.rule, 100); // the label rule comes first
     assert_string_equal(out.name, "x");
-    assert_int_equal(decider_rules_eval(r, &S_IN(.tenant = "t120"), &out), DECIDER_RULES_ROUTE);
+    assert_int_equal(s_eval(r, &S_IN(.tenant = "t120"), &out), DECIDER_RULES_ROUTE);
     assert_int_equal(out.rule, 120);
-    assert_int_equal(decider_rules_eval(r, &S_IN(.tenant = "t128"), &out), DECIDER_RULES_ROUTE);
+    assert_int_equal(s_eval(r, &S_IN(.tenant = "t128"), &out), DECIDER_RULES_ROUTE);
     assert_int_equal(out.rule, 128);
-    assert_int_equal(decider_rules_eval(r, &S_IN(.tenant = "zz"), &out), DECIDER_RULES_ROUTE);
+    assert_int_equal(s_eval(r, &S_IN(.tenant = "zz"), &out), DECIDER_RULES_ROUTE);
     assert_string_equal(out.name, "last");
     assert_int_equal(out.rule, 129);
     decider_rules_destroy(&r);
@@ -489,7 +561,7 @@ static void test_empty_policy_matches_nothing(void **state)
     ipl_policy_t p = s_policy(NULL, 0);
     decider_rules_t *r = s_build(&p);
     decider_rules_result_t out;
-    assert_int_equal(decider_rules_eval(r, &S_IN(.model = "chat"), &out), DECIDER_RULES_NONE);
+    assert_int_equal(s_eval(r, &S_IN(.model = "chat"), &out), DECIDER_RULES_NONE);
     assert_int_equal(out.rule, -1);
     decider_rules_destroy(&r);
     decider_rules_destroy(&r); // NULL: nothing
@@ -538,9 +610,8 @@ static void test_build_errors(void **state)
     ipl_policy_t p = s_policy(ghost, 1);
     decider_rules_t *r = s_build(&p);
     decider_rules_result_t out;
-    assert_int_equal(decider_rules_eval(r, &S_IN(), &out), DECIDER_RULES_NONE);
-    assert_int_equal(decider_rules_eval(r, &S_IN(.model = "ghost-model"), &out),
-                     DECIDER_RULES_ROUTE);
+    assert_int_equal(s_eval(r, &S_IN(), &out), DECIDER_RULES_NONE);
+    assert_int_equal(s_eval(r, &S_IN(.model = "ghost-model"), &out), DECIDER_RULES_ROUTE);
     assert_string_equal(out.pool, "no-such-pool");
     decider_rules_destroy(&r);
     /* A spill without whilePredictedTtftAboveSlo needs no thresholds. */
@@ -619,6 +690,230 @@ static void test_helpers(void **state)
     assert_int_equal(decider_rules_slo_percent(-1, 500), 0);
 }
 
+/* ---- the words of explain ---------------------------------------------------------------- */
+
+static const decider_rules_header_t s_interactive[] = {{"X-Class", "interactive"}};
+
+typedef struct {
+    ipl_rule_t rule;
+    decider_rules_input_t in;
+    const char *why;
+} s_why_row_t;
+
+/* One row per condition kind (each way it can fail), the YAML order when several fail, and
+ * the action texts. */
+static const s_why_row_t s_why_rows[] = {
+    {{.tenants = S_LIST("team-a"), S_ANY_PROMPT},
+     S_IN(.tenant = "team-b"),
+     "tenant \"team-b\" is not one of [team-a]"},
+    {{.tenants = S_LIST("team-a", "team-c"), S_ANY_PROMPT},
+     S_IN(.tenant = NULL),
+     "anonymous request (no tenant) is not one of [team-a, team-c]"},
+    {{.models = S_LIST("large-model"), S_ANY_PROMPT},
+     S_IN(),
+     "model \"small-model\" is not one of [large-model]"},
+    {{.models = S_LIST("large-model"), S_ANY_PROMPT},
+     S_IN(.model = "chat"),
+     "model \"chat\" is not one of [large-model], nor is any name the alias resolves to"},
+    {{.labels = S_LIST("eu", "pii"), S_ANY_PROMPT},
+     S_IN(.labels = (const char *const[]){"eu"}, .nlabels = 1),
+     "label \"pii\" missing"},
+    {{.headers = S_LIST("x-other"), S_ANY_PROMPT},
+     S_IN(.headers = s_hdrs, .nheaders = 2),
+     "header x-other absent"},
+    {{.headers = S_LIST("x-class=batch"), S_ANY_PROMPT},
+     S_IN(.headers = s_interactive, .nheaders = 1),
+     "header x-class=batch absent (x-class=interactive)"},
+    {{.headers = S_LIST("x-class=batch"), S_ANY_PROMPT},
+     S_IN(),
+     "header x-class=batch absent (no x-class header)"},
+    {{.prompt_max = 4000}, S_IN(.prompt_tokens = 5000), "prompt 5000 tokens above max 4000"},
+    {{.prompt_min = 100, S_ANY_PROMPT},
+     S_IN(.prompt_tokens = 10),
+     "prompt 10 tokens below min 100"},
+    {{.has_queue_depth = true, .queue_depth_above = 32, S_ANY_PROMPT},
+     S_IN(.queue_depth = 3),
+     "pool queue depth 3 not above 32"},
+    {{.has_kv_utilization = true, .kv_utilization_above_percent = 90, S_ANY_PROMPT},
+     S_IN(.kv_utilization_percent = 40),
+     "pool KV utilization 40% not above 90%"},
+    {{.predicted_ttft_above_slo = 2, S_ANY_PROMPT},
+     S_IN(.predicted_ttft_ms = 120, .ttft_slo_ms = 800),
+     "pool predicted TTFT 120.0 ms within the SLO 800 ms"},
+    {{.predicted_ttft_above_slo = 1, S_ANY_PROMPT},
+     S_IN(.predicted_ttft_ms = 900, .ttft_slo_ms = 800),
+     "pool predicted TTFT 900.0 ms above the SLO 800 ms"},
+    {{.predicted_ttft_above_slo = 2, S_ANY_PROMPT},
+     S_IN(.predicted_ttft_ms = 900),
+     "the pool has no TTFT SLO (predictedTtftAboveSlo: true needs one)"},
+    {{.has_time = true, .days = 0x1f, .from_minute = 1320, .to_minute = 360, S_ANY_PROMPT},
+     S_IN(.minute_of_week = S_MIN(0, 14, 5)),
+     "time Mon 14:05 UTC outside Mon-Fri 22:00-06:00"},
+    {{.has_time = true, .days = 0, .from_minute = 540, .to_minute = 1020, S_ANY_PROMPT},
+     S_IN(.minute_of_week = S_MIN(6, 8, 0)),
+     "time Sun 08:00 UTC outside every day 09:00-17:00"},
+    {{.has_time = true, .days = 0x60, .from_minute = 540, .to_minute = 1020, S_ANY_PROMPT},
+     S_IN(.minute_of_week = S_MIN(1, 10, 0)),
+     "time Tue 10:00 UTC outside Sat,Sun 09:00-17:00"},
+    {{.has_time = true, .days = 0x4f, .from_minute = 540, .to_minute = 1020, S_ANY_PROMPT},
+     S_IN(.minute_of_week = S_MIN(4, 10, 0)),
+     "time Fri 10:00 UTC outside Mon-Thu,Sun 09:00-17:00"},
+    {{.has_time = true, .days = 0x15, .from_minute = 540, .to_minute = 1020, S_ANY_PROMPT},
+     S_IN(.minute_of_week = S_MIN(1, 10, 0)),
+     "time Tue 10:00 UTC outside Mon,Wed,Fri 09:00-17:00"},
+    /* several fail: the first in the YAML's order, whatever order eval checks them in */
+    {{.tenants = S_LIST("x"), .models = S_LIST("large-model"), .prompt_max = 1},
+     S_IN(.prompt_tokens = 2),
+     "tenant \"team-a\" is not one of [x]"},
+    {{.labels = S_LIST("pii"), .prompt_max = 1, .has_time = true, .from_minute = 1, .to_minute = 2},
+     S_IN(.prompt_tokens = 2),
+     "label \"pii\" missing"},
+    {{.headers = S_LIST("x-a"), .prompt_max = 1}, S_IN(.prompt_tokens = 2), "header x-a absent"},
+    /* the match: the action */
+    {{.action = "keepLocal", .reason = "personal data stays local", S_ANY_PROMPT},
+     S_IN(),
+     "keepLocal: personal data stays local"},
+    {{.action = "keepLocal", .reason = "", S_ANY_PROMPT}, S_IN(), "keepLocal: never to a provider"},
+    {{.action = "route", .pool = "chat", .targets = S_LIST("small", "burst"), S_ANY_PROMPT},
+     S_IN(),
+     "route: pool chat, targets [small, burst]"},
+    {{.action = "route", .pool = "chat", S_ANY_PROMPT}, S_IN(), "route: pool chat, every target"},
+    {{.action = "prefer",
+      .pool = "chat",
+      .target = "small",
+      .unless_holder = "large",
+      S_ANY_PROMPT},
+     S_IN(),
+     "prefer: target small of pool chat, unless large holds the prefix and predicts a lower TTFT"},
+    {{.action = "prefer", .pool = "chat", .target = "small", .unless_holder = "", S_ANY_PROMPT},
+     S_IN(),
+     "prefer: target small of pool chat"},
+    {{.action = "spill",
+      .provider = "burst",
+      .while_above_slo = true,
+      .enter_percent = 100,
+      .exit_percent = 80,
+      .min_hold_ms = 5000,
+      S_ANY_PROMPT},
+     S_IN(),
+     "spill: to provider burst while the predicted TTFT is above the SLO (enter above 100%, exit "
+     "below 80%, hold 5000 ms)"},
+    {{.action = "spill", .provider = "burst", S_ANY_PROMPT},
+     S_IN(),
+     "spill: to provider burst while this rule matches"},
+    {{.action = "reject", .status = 403, .reason = "tenant suspended", S_ANY_PROMPT},
+     S_IN(),
+     "reject: 403, tenant suspended"},
+    {{.action = "reject", .reason = "no", S_ANY_PROMPT}, S_IN(), "reject: 503, no"},
+    {{.action = "admitBatch", .max_utilization_percent = 60, S_ANY_PROMPT},
+     S_IN(.kv_utilization_percent = 59),
+     "admitBatch: admit (KV utilization under 60%)"},
+    {{.action = "admitBatch", .max_utilization_percent = 60, S_ANY_PROMPT},
+     S_IN(.kv_utilization_percent = 60),
+     "admitBatch: hold (KV utilization not under 60%)"},
+};
+
+static void test_explain_words(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof s_why_rows / sizeof *s_why_rows; i++) {
+        ipl_rule_t rule = s_why_rows[i].rule;
+        ipl_policy_t p = s_policy(&rule, 1);
+        decider_rules_t *r = s_build(&p);
+        decider_rules_result_t out;
+        s_trace_t t;
+        s_eval_traced(r, &s_why_rows[i].in, &out, &t);
+        assert_int_equal(t.calls, 1);
+        if (strcmp(t.why, s_why_rows[i].why) != 0)
+            fail_msg("row %zu: why \"%s\", want \"%s\"", i, t.why, s_why_rows[i].why);
+        decider_rules_destroy(&r);
+    }
+    char buf[DECIDER_RULES_WHY_MAX];
+    decider_rules_result_t none = {.rule = -1};
+    assert_string_equal(decider_rules_describe(&none, buf, sizeof buf),
+                        "none: no rule matched (the pool's strategy routes)");
+    assert_string_equal(decider_rules_describe(&none, buf, 9), "none:...");
+}
+
+/* Every row of the condition table, in one policy: explain walks the rules eval skips through
+ * its bitsets, and still agrees; each rule before the match is reported as not matching. */
+static void test_explain_agrees_across_rules(void **state)
+{
+    (void)state;
+    enum { N = sizeof s_match_rows / sizeof *s_match_rows };
+    static ipl_rule_t rules[N];
+    for (size_t i = 0; i < N; i++)
+        rules[i] = s_match_rows[i].rule;
+    ipl_policy_t p = s_policy(rules, N);
+    decider_rules_t *r = s_build(&p);
+    size_t matched = 0;
+    for (size_t i = 0; i < N; i++) {
+        decider_rules_result_t out;
+        s_trace_t t;
+        s_eval_traced(r, &s_match_rows[i].in, &out, &t);
+        matched += out.rule >= 0;
+    }
+    assert_int_equal(matched, N); // rule 0 matches everything
+    /* Without the catch-all first, each request reaches its own rows. */
+    decider_rules_destroy(&r);
+    p = s_policy(rules + 1, N - 1);
+    r = s_build(&p);
+    for (size_t i = 1; i < N; i++) {
+        decider_rules_result_t out;
+        s_eval(r, &s_match_rows[i].in, &out);
+    }
+    decider_rules_destroy(&r);
+}
+
+static void test_explain_bounded(void **state)
+{
+    (void)state;
+    static char names[100][40], *tenants[100];
+    for (int i = 0; i < 100; i++) {
+        snprintf(names[i], sizeof names[i], "a-rather-long-tenant-name-number-%03d", i);
+        tenants[i] = names[i];
+    }
+    ipl_rule_t rules[] = {{.name = "many", .tenants = tenants, .tenants_len = 100, S_ANY_PROMPT}};
+    ipl_policy_t p = s_policy(rules, 1);
+    decider_rules_t *r = s_build(&p);
+    decider_rules_result_t out;
+    s_trace_t t;
+    s_eval_traced(r, &S_IN(), &out, &t);
+    assert_int_equal(strlen(t.why), DECIDER_RULES_WHY_MAX - 1);
+    assert_string_equal(t.why + DECIDER_RULES_WHY_MAX - 4, "...");
+    assert_memory_equal(t.why, "tenant \"team-a\" is not one of [a-rather-long", 44);
+    decider_rules_destroy(&r);
+}
+
+static void test_minutes(void **state)
+{
+    (void)state;
+    uint32_t m = 1;
+    assert_int_equal(decider_rules_parse_minute("Mon 14:05", &m), 0);
+    assert_int_equal(m, S_MIN(0, 14, 5));
+    assert_int_equal(decider_rules_parse_minute("  sun  9:30 ", &m), 0);
+    assert_int_equal(m, S_MIN(6, 9, 30));
+    assert_int_equal(decider_rules_parse_minute("SAT 00:00", &m), 0);
+    assert_int_equal(m, S_MIN(5, 0, 0));
+    const char *bad[] = {"",         "Mon",        "Mon 24:00",  "Mon 10:60",
+                         "Mon 14:5", "Xyz 10:00",  "Mon 10:00x", "Monday 10:00",
+                         "Mon10:00", "Mon 123:00", "Mon :00"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        m = 7;
+        if (decider_rules_parse_minute(bad[i], &m) != IPL_E_INVAL || m != 7)
+            fail_msg("\"%s\" parsed", bad[i]);
+    }
+    assert_int_equal(decider_rules_parse_minute(NULL, &m), IPL_E_INVAL);
+    char buf[16];
+    for (uint32_t w = 0; w < DECIDER_RULES_MINUTES_WEEK; w += 7) {
+        uint32_t back = 0;
+        assert_int_equal(
+            decider_rules_parse_minute(decider_rules_format_minute(w, buf, sizeof buf), &back), 0);
+        assert_int_equal(back, w);
+    }
+    assert_string_equal(decider_rules_format_minute(S_MIN(4, 22, 0), buf, sizeof buf), "Fri 22:00");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -630,6 +925,10 @@ int main(void)
         cmocka_unit_test(test_build_errors),
         cmocka_unit_test(test_spill_hysteresis),
         cmocka_unit_test(test_helpers),
+        cmocka_unit_test(test_explain_words),
+        cmocka_unit_test(test_explain_agrees_across_rules),
+        cmocka_unit_test(test_explain_bounded),
+        cmocka_unit_test(test_minutes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
