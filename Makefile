@@ -18,7 +18,7 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo 0.1.0-dev)
 OPT     ?= -O2
 # Every library folder is on the include path; tools/check-layers (run by `make test`) proves
 # that each file includes only what its layer may.
-LIB_DIRS := common proto libs/engine libs/decision libs/policy libs/decider
+LIB_DIRS := common proto libs/engine libs/decision libs/policy libs/decider libs/tenants
 CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-missing-field-initializers \
            -g $(OPT) -fno-strict-aliasing -MMD -MP $(LIB_DIRS:%=-I%) \
            -DIPL_VERSION=\"$(VERSION)\" $(EXTRA_CFLAGS)
@@ -45,13 +45,15 @@ engine_DIR    := libs/engine
 decision_DIR  := libs/decision
 policy_DIR    := libs/policy
 decider_DIR   := libs/decider
+tenants_DIR   := libs/tenants
 ipl_USES      :=
 proto_USES    := ipl
 engine_USES   := ipl
 decision_USES := proto ipl
 policy_USES   := proto ipl
 decider_USES  := policy decision proto ipl
-LIB_NAMES     := decider policy decision engine proto ipl
+tenants_USES  := ipl
+LIB_NAMES     := decider tenants policy decision engine proto ipl
 lib_archive    = $(BUILD)/lib$(if $(filter ipl,$(1)),ipl,ipl-$(1)).a
 LIB_ARCHIVES  := $(foreach l,$(LIB_NAMES),$(call lib_archive,$(l)))
 LIB_SRC       := $(foreach l,$(LIB_NAMES),$(wildcard $($(l)_DIR)/*.c))
@@ -180,12 +182,18 @@ TEST_FUZZ_SECONDS ?= 5
 FUZZ_SRC     := $(wildcard fuzz/fuzz_*.c)
 FUZZ_BINS    := $(FUZZ_SRC:fuzz/%.c=build-fuzz/%)
 FUZZ_LIBSRC   = $(filter-out common/ipl_httpd.c common/ipl_admin.c common/ipl_service.c,$(wildcard common/*.c proto/*.c))
+# A target that fuzzes a library above common/ and proto/ names its sources here:
+# FUZZ_EXTRA_<target> := $(wildcard libs/<name>/*.c)
+FUZZ_EXTRA_fuzz_tenants := $(wildcard libs/tenants/*.c)
 .PHONY: fuzz fuzz-build
 fuzz-build: $(FUZZ_BINS)
-build-fuzz/fuzz_%: fuzz/fuzz_%.c $(FUZZ_LIBSRC) $(wildcard common/*.h proto/*.h)
+.SECONDEXPANSION:
+build-fuzz/fuzz_%: fuzz/fuzz_%.c $(FUZZ_LIBSRC) $$(FUZZ_EXTRA_fuzz_$$*) \
+                   $(wildcard $(LIB_DIRS:%=%/*.h))
 	@mkdir -p build-fuzz
 	@echo "FUZZ $@"
-	@clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -Icommon -Iproto \
-	  -DIPL_VERSION=\"fuzz\" $(PKG_CFLAGS) $< $(FUZZ_LIBSRC) $(PKG_LIBS) $(LDLIBS) -o $@
+	@clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined $(LIB_DIRS:%=-I%) \
+	  -DIPL_VERSION=\"fuzz\" $(PKG_CFLAGS) $< $(FUZZ_LIBSRC) $(FUZZ_EXTRA_$(@F)) $(PKG_LIBS) \
+	  $(LDLIBS) -o $@
 fuzz: deps fuzz-build
 	@tools/run-fuzz $(FUZZ_SECONDS) $(FUZZ_BINS)
