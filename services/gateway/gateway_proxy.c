@@ -57,9 +57,13 @@ struct gateway_xfer {
     int refs;
     /* request (immutable after start) */
     char *url;
+    char *shown_url; /* for logs */
     char *body;
     size_t len;
     struct curl_slist *headers;
+    int connect_timeout_ms;
+    char *ca_bundle; /* NULL: the system's */
+    bool insecure;
     gateway_xfer_cb_t cb;
     /* state */
     bool headers_done, finished, attached, abandoned, client_gone;
@@ -211,8 +215,12 @@ static void s_xfer_unref(gateway_xfer_t *x)
     pthread_mutex_unlock(&x->lock);
     if (refs > 0) return;
     if (x->fd >= 0) close(x->fd);
+    for (struct curl_slist *h = x->headers; h; h = h->next)
+        explicit_bzero(h->data, strlen(h->data)); /* may hold a backend's credentials */
     curl_slist_free_all(x->headers);
     free(x->url);
+    free(x->shown_url);
+    free(x->ca_bundle);
     free(x->body);
     pthread_cond_destroy(&x->cond);
     pthread_mutex_destroy(&x->lock);
@@ -281,7 +289,9 @@ static size_t s_on_write(char *data, size_t size, size_t n, void *arg)
     int fd = x->fd;
     pthread_mutex_unlock(&x->lock);
     if (!go) return 0; /* aborts the transfer */
-    if (ipl_http_write_all(fd, data, len) != 0) {
+    int wrc = x->cb.on_write ? x->cb.on_write(x->cb.arg, fd, data, len)
+                             : ipl_http_write_all(fd, data, len);
+    if (wrc != 0) {
         x->client_gone = true;
         return 0;
     }
@@ -298,7 +308,12 @@ static void s_setup(gateway_xfer_t *x, CURL *easy)
     curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)x->len);
     curl_easy_setopt(easy, CURLOPT_HTTPHEADER, x->headers);
     curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, (long)x->proxy->connect_timeout_ms);
+    curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, (long)x->connect_timeout_ms);
+    if (x->ca_bundle) curl_easy_setopt(easy, CURLOPT_CAINFO, x->ca_bundle);
+    if (x->insecure) {
+        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
     curl_easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
@@ -356,6 +371,11 @@ static void *s_producer(void *arg)
     uint64_t end_ns = ipl_mono_ns();
 
     pthread_mutex_lock(&x->lock);
+    /* Counted before the handler wakes up: it answers at once, and a scrape right after the
+     * answer must see the count. */
+    if (!x->headers_done)
+        ipl_metric_inc(result == CURLE_OPERATION_TIMEDOUT ? proxy->err_timeout
+                                                          : proxy->err_connect);
     x->finished = true;
     if (!x->error[0] && result != CURLE_OK)
         snprintf(x->error, sizeof(x->error), "%s", curl_easy_strerror(result));
@@ -371,14 +391,13 @@ static void *s_producer(void *arg)
     pthread_mutex_unlock(&x->lock);
 
     if (!headers) {
-        ipl_metric_inc(result == CURLE_OPERATION_TIMEDOUT ? proxy->err_timeout
-                                                          : proxy->err_connect);
+        /* counted above */
     } else if (x->client_gone) {
         ipl_metric_inc(proxy->err_client);
     } else if (result != CURLE_OK && !aborted) {
         ipl_metric_inc(proxy->err_transfer);
-        IPL_LOG_EVERY(5, IPL_LOG_WARN, "upstream_transfer_failed", "url=%s error=\"%s\"", x->url,
-                      x->error);
+        IPL_LOG_EVERY(5, IPL_LOG_WARN, "upstream_transfer_failed", "url=%s error=\"%s\"",
+                      x->shown_url, x->error);
     }
     if (attached) {
         gateway_xfer_result_t res = {.status = x->status,
@@ -404,6 +423,17 @@ int gateway_proxy_start(gateway_proxy_t *self, const char *url, char **body_p, s
                         const char *const *headers, const gateway_xfer_cb_t *cb,
                         gateway_xfer_t **xfer_p)
 {
+    gateway_xfer_opts_t opts = {.headers = headers};
+    return gateway_proxy_start_with(self, url, body_p, len, &opts, cb, xfer_p);
+}
+
+int gateway_proxy_start_with(gateway_proxy_t *self, const char *url, char **body_p, size_t len,
+                             const gateway_xfer_opts_t *opts, const gateway_xfer_cb_t *cb,
+                             gateway_xfer_t **xfer_p)
+{
+    static const gateway_xfer_opts_t none = {0};
+    if (!opts) opts = &none;
+    const char *const *headers = opts->headers;
     assert(self && url && body_p && xfer_p);
     *xfer_p = NULL;
     char *body = *body_p;
@@ -423,6 +453,11 @@ int gateway_proxy_start(gateway_proxy_t *self, const char *url, char **body_p, s
     x->body = body;
     x->len = len;
     x->url = strdup(url);
+    x->shown_url = strdup(opts->shown_url ? opts->shown_url : url);
+    x->connect_timeout_ms =
+        opts->connect_timeout_ms > 0 ? opts->connect_timeout_ms : self->connect_timeout_ms;
+    x->ca_bundle = opts->ca_bundle && opts->ca_bundle[0] ? strdup(opts->ca_bundle) : NULL;
+    x->insecure = opts->insecure;
     if (cb) x->cb = *cb;
     pthread_mutex_init(&x->lock, NULL);
     s_cond_init(&x->cond);
@@ -432,7 +467,8 @@ int gateway_proxy_start(gateway_proxy_t *self, const char *url, char **body_p, s
     for (size_t i = 0; list && headers && headers[i]; i++)
         list = curl_slist_append(list, headers[i]);
     x->headers = list;
-    if (!x->url || !list) {
+    if (!x->url || !x->shown_url || !list ||
+        (opts->ca_bundle && opts->ca_bundle[0] && !x->ca_bundle)) {
         x->refs = 1;
         s_xfer_unref(x);
         return IPL_E_NOMEM;

@@ -57,11 +57,29 @@ typedef struct {
 typedef struct {
     /* Each chunk forwarded to the client, after it was written (producer thread). */
     void (*on_chunk)(void *arg, const char *data, size_t len, uint64_t now_ns);
+    /* Optional filter: when set, it writes each chunk to the client's fd itself (changed,
+     * held back for later: e.g. a rewrite of the response) instead of the proxy's plain
+     * write; 0, or nonzero when the client is gone (the transfer is aborted as on EPIPE).
+     * What it still holds at the end it writes in on_done. on_chunk then still gets the
+     * chunk as received. Producer thread. */
+    int (*on_write)(void *arg, int fd, const char *data, size_t len);
     /* Exactly once after gateway_xfer_attach, when the transfer has ended; the fd is still
      * open (a trailer may be written to it) and is closed right after. Producer thread. */
     void (*on_done)(void *arg, const gateway_xfer_result_t *result, int fd);
     void *arg;
 } gateway_xfer_cb_t;
+
+/* Per-transfer settings beyond the proxy's (gateway_proxy_start_with); everything is copied
+ * at start. Zero means "the proxy's default" throughout. */
+typedef struct {
+    const char *const *headers; /* NULL-terminated "Name: value" lines (may be NULL); header
+                                   memory is zeroed before it is freed (credentials) */
+    int connect_timeout_ms;     /* TCP (+ TLS) connect; 0: the proxy's */
+    const char *ca_bundle;      /* PEM file of CAs to verify the peer with; NULL or "": the
+                                   system's */
+    bool insecure;              /* no certificate or host name verification */
+    const char *shown_url;      /* the URL as logs may show it (NULL: the URL) */
+} gateway_xfer_opts_t;
 
 /* curl_global_init happens here: create it from main before other threads. `metrics` is
  * borrowed and must outlive the proxy. */
@@ -82,6 +100,11 @@ bool gateway_proxy_wait_idle(gateway_proxy_t *self, int timeout_ms);
 int gateway_proxy_start(gateway_proxy_t *self, const char *url, char **body_p, size_t len,
                         const char *const *headers, const gateway_xfer_cb_t *cb,
                         gateway_xfer_t **xfer_p);
+
+/* gateway_proxy_start with per-transfer settings (`opts` may be NULL: the defaults). */
+int gateway_proxy_start_with(gateway_proxy_t *self, const char *url, char **body_p, size_t len,
+                             const gateway_xfer_opts_t *opts, const gateway_xfer_cb_t *cb,
+                             gateway_xfer_t **xfer_p);
 
 /* Waits until the upstream's final status and headers arrived, at most timeout_ms.
  * Returns 0 with *status and content_type (NUL-terminated, "" when none); IPL_E_IO when the

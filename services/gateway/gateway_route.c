@@ -135,6 +135,17 @@ void gateway_route_stop(gateway_route_t *self)
     atomic_store(&self->stopping, true);
 }
 
+int gateway_route_pause(gateway_route_t *self, int ms)
+{
+    uint64_t end = ipl_mono_ms() + (uint64_t)(ms > 0 ? ms : 0);
+    for (;;) {
+        if (atomic_load(&self->stopping)) return IPL_E_AGAIN;
+        uint64_t now = ipl_mono_ms();
+        if (now >= end) return 0;
+        ipl_sleep_ms(end - now < S_POLL_SLICE_MS ? end - now : S_POLL_SLICE_MS);
+    }
+}
+
 const char *gateway_route_endpoint(const gateway_route_t *self)
 {
     return self->endpoint;

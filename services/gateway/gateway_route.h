@@ -70,6 +70,10 @@ int gateway_route_observe(gateway_route_t *self, uint64_t conn, const ipl_observ
 /* Makes questions in flight and later ones return IPL_E_AGAIN within 50 ms. */
 void gateway_route_stop(gateway_route_t *self);
 
+/* Sleeps `ms` (a DEFERRED request waiting to ask again): 0 after the whole time, IPL_E_AGAIN
+ * within 50 ms once gateway_route_stop was called. Thread-safe. */
+int gateway_route_pause(gateway_route_t *self, int ms);
+
 const char *gateway_route_endpoint(const gateway_route_t *self);
 int gateway_route_timeout_ms(const gateway_route_t *self);
 

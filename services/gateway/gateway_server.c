@@ -6,6 +6,10 @@
  * own it, and s_on_done sends the record and frees it. On every path that ends in the
  * handler (validation error, no route, unreachable worker) the handler records and frees.
  *
+ * A provider decision (target_kind "provider") holds a gateway_provider (the backend's
+ * credentials and URL, a slot of its spec.maxConnections) from s_forward until the call is
+ * freed; its on_write filter passes the response on with the model rewritten.
+ *
  * When the decider asks for it (ROUTE_REP.observe), each decision gets exactly one OBSERVED on
  * the decider connection that asked (s_observe): at the first content event of a stream, else
  * when the transfer ends, or with status 0 when the decision is abandoned (unreachable worker,
@@ -25,9 +29,14 @@
 #include <unistd.h>
 
 #include "gateway_api.h"
+#include "gateway_backend.h"
+#include "gateway_labels.h"
+#include "gateway_provider.h"
 #include "gateway_proxy.h"
 #include "gateway_route.h"
+#include "gateway_rule_headers.h"
 #include "gateway_sse.h"
+#include "gateway_verdict.h"
 #include "ipl_clock.h"
 #include "ipl_error.h"
 #include "ipl_hash.h"
@@ -45,8 +54,9 @@
 
 struct gateway_server {
     gateway_server_config_t cfg; /* strings below are owned copies */
-    char *listen, *decider, *exporter, *policy_sub, *policy_req;
+    char *listen, *decider, *exporter, *policy_sub, *policy_req, *label_header;
     ipl_metrics_t *metrics;
+    gateway_backend_t *backends;
     ipl_httpd_t *httpd;
     ipl_tokenizer_t *tokenizer;
     ipl_policy_view_t *policy;
@@ -56,7 +66,7 @@ struct gateway_server {
     pthread_mutex_t push_lock;
     atomic_uint_fast64_t next_id;
     uint64_t created_s;
-    ipl_metric_t *retries, *records_dropped;
+    ipl_metric_t *retries, *records_dropped, *deferrals;
 };
 
 /* One client request. */
@@ -70,7 +80,11 @@ typedef struct {
     bool stream;
     uint64_t prompt_tokens; /* our tokenizer's count, when usage does not say */
     /* the decision (owned copies; "" before routing) */
-    char *worker, *url, *pool, *reason;
+    char *worker, *url, *pool, *reason, *rule, *backend;
+    bool provider;            /* target_kind "provider": worker is the provider, url its
+                                 backend's base URL (shown: no userinfo) */
+    gateway_provider_t *trip; /* a provider decision's transfer settings and response */
+    int retry_after_s;        /* a deferral that ran out: the Retry-After to send */
     double predicted_ttft_s;
     uint64_t predicted_cached;
     /* its observation: wanted by the decider, on connection `conn` */
@@ -133,6 +147,8 @@ static s_call_t *s_call_new(gateway_server_t *srv, gateway_api_kind_t kind,
     call->url = s_strdup0(NULL);
     call->pool = s_strdup0(NULL);
     call->reason = s_strdup0(NULL);
+    call->rule = s_strdup0(NULL);
+    call->backend = s_strdup0(NULL);
     return call;
 }
 
@@ -145,6 +161,9 @@ static void s_call_free(s_call_t **call_p)
     free(call->url);
     free(call->pool);
     free(call->reason);
+    free(call->rule);
+    free(call->backend);
+    gateway_provider_destroy(&call->trip);
     gateway_sse_destroy(&call->sse);
     free(call);
     *call_p = NULL;
@@ -239,11 +258,26 @@ static void s_reply_error(ipl_http_resp_t *resp, int status, const char *type, c
 
 static void s_observe(s_call_t *call, int status, uint64_t first_ns);
 
+/* x-inferplane-rule: the InferencePolicy rule the decision named, if any. */
+static void s_rule_header(const s_call_t *call, ipl_http_resp_t *resp)
+{
+    if (!call->rule[0]) return;
+    char value[S_HEADER_VALUE_MAX];
+    s_header_value(value, sizeof(value), call->rule);
+    ipl_http_resp_header(resp, "x-inferplane-rule", value);
+}
+
 /* Answers with an error, records the request and frees the call. */
 static void s_fail(s_call_t **call_p, ipl_http_resp_t *resp, const gateway_api_error_t *err)
 {
     s_call_t *call = *call_p;
     s_observe(call, 0, 0); /* a decision that was not followed through */
+    s_rule_header(call, resp);
+    char value[16];
+    if (call->retry_after_s > 0) {
+        snprintf(value, sizeof(value), "%d", call->retry_after_s);
+        ipl_http_resp_header(resp, "Retry-After", value);
+    }
     s_reply_error(resp, err->status, err->type, err->param, err->code, err->message);
     s_finish(call, err->status, err->code ? err->code : err->type, ipl_mono_ns());
     s_call_free(call_p);
@@ -260,50 +294,15 @@ static void s_decision_headers(const s_call_t *call, ipl_http_resp_t *resp)
     ipl_http_resp_header(resp, "x-inferplane-pool", value);
     s_header_value(value, sizeof(value), call->reason);
     ipl_http_resp_header(resp, "x-inferplane-reason", value);
+    ipl_http_resp_header(resp, "x-inferplane-target-kind", call->provider ? "provider" : "worker");
+    if (call->provider) {
+        s_header_value(value, sizeof(value), call->backend);
+        ipl_http_resp_header(resp, "x-inferplane-backend", value);
+    }
     snprintf(value, sizeof(value), "%.1f", call->predicted_ttft_s * 1e3);
     ipl_http_resp_header(resp, "x-inferplane-predicted-ttft-ms", value);
     snprintf(value, sizeof(value), "%" PRIu64, call->predicted_cached);
     ipl_http_resp_header(resp, "x-inferplane-cached-tokens", value);
-}
-
-/* Maps a non-OK ROUTE_REP status to an error. */
-static void s_route_error(const ipl_route_rep_t *rep, const char *model, gateway_api_error_t *err)
-{
-    const char *detail = rep->detail && rep->detail[0] ? rep->detail : "";
-    const char *reason = rep->reason && rep->reason[0] ? rep->reason : "unknown";
-    switch (rep->status) {
-    case IPL_ROUTE_NO_POOL:
-        gateway_api_error_set(err, 404, "invalid_request_error", "model", "model_not_found",
-                              "The model `%s` does not exist: no pool serves it%s%s", model,
-                              detail[0] ? " — " : "", detail);
-        break;
-    case IPL_ROUTE_NO_WORKER:
-        gateway_api_error_set(err, 503, "server_error", NULL, "no_worker_available",
-                              "no worker of model `%s` is available (%s)%s%s", model, reason,
-                              detail[0] ? ": " : "", detail);
-        break;
-    case IPL_ROUTE_NOT_READY:
-        gateway_api_error_set(err, 503, "server_error", NULL, "router_not_ready",
-                              "the router is not ready yet (%s)%s%s; retry shortly", reason,
-                              detail[0] ? ": " : "", detail);
-        break;
-    case IPL_ROUTE_OVERLOADED:
-        gateway_api_error_set(err, 429, "rate_limit_error", NULL, "overloaded",
-                              "every worker of model `%s` is above its load limit (%s)%s%s; "
-                              "retry later",
-                              model, reason, detail[0] ? ": " : "", detail);
-        break;
-    case IPL_ROUTE_BAD_REQUEST:
-        gateway_api_error_set(err, 400, "invalid_request_error", NULL, "bad_request",
-                              "the router rejected the request (%s)%s%s", reason,
-                              detail[0] ? ": " : "", detail);
-        break;
-    default:
-        gateway_api_error_set(err, 502, "server_error", NULL, "bad_decision",
-                              "the router answered with unknown status %" PRIu64 " (%s)",
-                              rep->status, reason);
-        break;
-    }
 }
 
 /* ---- observations -------------------------------------------------------------------------- */
@@ -345,9 +344,17 @@ static void s_on_chunk(void *arg, const char *data, size_t len, uint64_t now_ns)
         s_observe(call, call->upstream_status, st->first_content_ns);
 }
 
+/* A provider's response on its way to the client (its model rewritten, or its error replaced). */
+static int s_on_write(void *arg, int fd, const char *data, size_t len)
+{
+    s_call_t *call = arg;
+    return gateway_provider_write(call->trip, fd, data, len);
+}
+
 static void s_on_done(void *arg, const gateway_xfer_result_t *res, int fd)
 {
     s_call_t *call = arg;
+    if (call->trip && !res->client_gone) (void)gateway_provider_finish(call->trip, fd);
     gateway_sse_finish(call->sse, res->end_ns);
     const gateway_sse_stats_t *st = gateway_sse_stats(call->sse);
     /* No content event came (or not a stream): the whole body's first byte, if it is whole. */
@@ -365,7 +372,8 @@ static void s_on_done(void *arg, const gateway_xfer_result_t *res, int fd)
          * that it does not mistake the cut for a normal end. */
         if (gateway_sse_mode(call->sse) == GATEWAY_SSE_STREAM && !st->done) {
             char msg[384];
-            snprintf(msg, sizeof(msg), "the worker's stream broke off: %s", res->error);
+            snprintf(msg, sizeof(msg), "the %s's stream broke off: %s",
+                     call->provider ? "provider" : "worker", res->error);
             size_t len = 0;
             char *body = gateway_api_error_body("server_error", msg, NULL, reason, &len);
             if (body) {
@@ -415,49 +423,129 @@ static int s_route_req(gateway_server_t *srv, s_call_t *call, const gateway_api_
     return 0;
 }
 
+static const char *s_request_header(void *arg, const char *name)
+{
+    return ipl_http_req_header(arg, name);
+}
+
+/* The ROUTE_REQ's labels (from the trusted header only) and the headers the policy's rules
+ * name (the set of the policy version the view holds). 0, or fills *err. */
+static int s_route_inputs(gateway_server_t *srv, const ipl_http_req_t *req, ipl_route_req_t *rr,
+                          gateway_labels_t *labels, gateway_api_error_t *err)
+{
+    if (srv->label_header) {
+        int rc = gateway_labels_parse(srv->label_header,
+                                      ipl_http_req_header(req, srv->label_header), labels, err);
+        if (rc == IPL_E_NOMEM) goto nomem;
+        if (rc != 0) return rc;
+        rr->labels = labels->labels;
+        rr->labels_len = labels->len;
+    }
+    ipl_policy_snap_t *snap = ipl_policy_view_get(srv->policy);
+    int rc = gateway_rule_headers_collect(snap ? snap->attached : NULL, s_request_header,
+                                          (void *)req, &rr->headers, &rr->headers_len);
+    if (snap) ipl_policy_view_release(srv->policy, &snap);
+    if (rc == 0) return 0;
+nomem:
+    gateway_api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+    return IPL_E_NOMEM;
+}
+
+/* Asks the decider (one question). 0 with the reply in *msg, else fills *err. */
+static int s_ask(gateway_server_t *srv, ipl_route_req_t *rr, ipl_msg_t *msg, uint64_t *conn,
+                 gateway_api_error_t *err)
+{
+    int rc = gateway_route_ask_conn(srv->route, rr, msg, conn);
+    if (rc == IPL_E_TIMEOUT)
+        gateway_api_error_set(err, 503, "server_error", NULL, "route_timeout",
+                              "the decider did not answer within %d ms (--decider %s); is "
+                              "inferplane-decider running?",
+                              gateway_route_timeout_ms(srv->route), srv->decider);
+    else if (rc == IPL_E_AGAIN)
+        gateway_api_error_set(err, 503, "server_error", NULL, "shutting_down",
+                              "the gateway is shutting down");
+    else if (rc != 0)
+        gateway_api_error_set(err, 503, "server_error", NULL, "route_failed",
+                              "cannot reach the decider at %s", srv->decider);
+    return rc;
+}
+
+/* Asks the decider, holding a DEFERRED request and asking again (retry_after_ms, clamped)
+ * until it is decided or --batch-max-wait-ms has passed. 0 with the last reply in *msg
+ * (status OK or a refusal: the caller reads it), else fills *err (and the Retry-After). */
+static int s_ask_held(gateway_server_t *srv, s_call_t *call, ipl_route_req_t *rr, ipl_msg_t *msg,
+                      uint64_t *conn, gateway_api_error_t *err)
+{
+    uint64_t start = ipl_mono_ms();
+    int max_wait = srv->cfg.batch_max_wait_ms > 0 ? srv->cfg.batch_max_wait_ms : 0;
+    for (;;) {
+        int rc = s_ask(srv, rr, msg, conn, err);
+        if (rc != 0) return rc;
+        const ipl_route_rep_t *rep = &msg->u.route_rep;
+        s_replace(&call->rule, rep->rule);
+        if (rep->status != IPL_ROUTE_DEFERRED) return 0;
+        ipl_metric_inc(srv->deferrals);
+        int pause = gateway_verdict_defer_ms(rep->retry_after_ms);
+        uint64_t waited = ipl_mono_ms() - start;
+        if (waited + (uint64_t)pause > (uint64_t)max_wait) {
+            gateway_verdict_deferred(rep, call->model, waited, err, &call->retry_after_s);
+            s_replace(&call->reason, rep->reason);
+            ipl_msg_clear(msg);
+            return IPL_E_TIMEOUT;
+        }
+        ipl_msg_clear(msg);
+        if (gateway_route_pause(srv->route, pause) != 0) {
+            gateway_api_error_set(err, 503, "server_error", NULL, "shutting_down",
+                                  "the gateway is shutting down");
+            return IPL_E_AGAIN;
+        }
+    }
+}
+
 /* Asks the decider; on OK stores the decision in `call` and returns 0, else fills *err. */
 static int s_decide(gateway_server_t *srv, s_call_t *call, ipl_route_req_t *rr, char **model_out,
                     gateway_api_error_t *err)
 {
     ipl_msg_t msg = {0};
     s_observe(call, 0, 0); /* the previous decision of this call, abandoned */
+    gateway_provider_destroy(&call->trip);
     uint64_t conn = 0;
-    int rc = gateway_route_ask_conn(srv->route, rr, &msg, &conn);
-    if (rc == IPL_E_TIMEOUT) {
-        gateway_api_error_set(err, 503, "server_error", NULL, "route_timeout",
-                              "the decider did not answer within %d ms (--decider %s); is "
-                              "inferplane-decider running?",
-                              gateway_route_timeout_ms(srv->route), srv->decider);
-        return rc;
-    }
-    if (rc != 0) {
-        gateway_api_error_set(
-            err, 503, "server_error", NULL, rc == IPL_E_AGAIN ? "shutting_down" : "route_failed",
-            rc == IPL_E_AGAIN ? "the gateway is shutting down" : "cannot reach the decider at %s",
-            srv->decider);
-        return rc;
-    }
+    int rc = s_ask_held(srv, call, rr, &msg, &conn, err);
+    if (rc != 0) return rc;
     const ipl_route_rep_t *rep = &msg.u.route_rep;
     if (rep->status != IPL_ROUTE_OK) {
-        s_route_error(rep, call->model, err);
+        gateway_verdict_error(rep, call->model, err);
         s_replace(&call->reason, rep->reason);
         ipl_msg_clear(&msg);
         return IPL_E_NOTFOUND;
     }
-    if (!rep->url || !rep->url[0]) {
+    const char *kind = rep->target_kind && rep->target_kind[0] ? rep->target_kind : "worker";
+    bool provider = !strcmp(kind, "provider");
+    if (!provider && strcmp(kind, "worker") != 0) {
         gateway_api_error_set(err, 502, "server_error", NULL, "bad_decision",
-                              "the decider chose worker `%s` without a URL",
-                              rep->worker ? rep->worker : "");
+                              "the decider chose a target of unknown kind `%.64s`", kind);
         ipl_msg_clear(&msg);
         return IPL_E_INVAL;
     }
+    if (provider ? !rep->backend || !rep->backend[0] : !rep->url || !rep->url[0]) {
+        gateway_api_error_set(err, 502, "server_error", NULL, "bad_decision",
+                              "the decider chose %s `%s` without %s", kind,
+                              rep->worker ? rep->worker : "", provider ? "a backend" : "a URL");
+        ipl_msg_clear(&msg);
+        return IPL_E_INVAL;
+    }
+    char shown[2048];
     s_replace(&call->worker, rep->worker);
-    s_replace(&call->url, rep->url);
+    s_replace(&call->url,
+              provider ? gateway_backend_shown_url(rep->url ? rep->url : "", shown, sizeof(shown))
+                       : rep->url);
     s_replace(&call->pool, rep->pool);
     s_replace(&call->reason, rep->reason);
+    s_replace(&call->backend, provider ? rep->backend : "");
+    call->provider = provider;
     call->predicted_ttft_s = rep->predicted_ttft_s;
     call->predicted_cached = rep->cached_tokens;
-    call->observe = rep->observe != 0;
+    call->observe = rep->observe != 0 && !provider; /* the decider does not learn from these */
     call->conn = conn;
     call->req_id = rr->req_id;
     call->upstream_ns = 0;
@@ -468,38 +556,74 @@ static int s_decide(gateway_server_t *srv, s_call_t *call, ipl_route_req_t *rr, 
     return 0;
 }
 
-/* Starts the transfer to the decided worker and waits for its headers. */
+/* A provider decision's trip: the backend as the gateway's own policy has it. */
+static int s_provider_trip(gateway_server_t *srv, s_call_t *call, const char *path,
+                           const char *remote_model, gateway_api_error_t *err)
+{
+    ipl_policy_snap_t *snap = ipl_policy_view_get(srv->policy);
+    gateway_provider_route_t route = {.provider = call->worker,
+                                      .backend = call->backend,
+                                      .client_model = call->model,
+                                      .remote_model = remote_model,
+                                      .client_path = path};
+    call->trip = gateway_provider_new(srv->backends, snap ? snap->policy : NULL, &route, err);
+    if (snap) ipl_policy_view_release(srv->policy, &snap);
+    if (!call->trip) return IPL_E_INVAL;
+    s_replace(&call->url, gateway_provider_shown_url(call->trip));
+    return 0;
+}
+
+/* The URL of a worker's endpoint `path`. */
+static int s_worker_url(const s_call_t *call, const char *path, char *url, size_t size)
+{
+    size_t ulen = strlen(call->url);
+    while (ulen && call->url[ulen - 1] == '/')
+        ulen--;
+    int n = snprintf(url, size, "%.*s%s", (int)ulen, call->url, path);
+    return n < 0 || (size_t)n >= size ? IPL_E_INVAL : 0;
+}
+
+/* Starts the transfer to the decided worker (or provider) and waits for its headers. */
 static int s_forward(gateway_server_t *srv, s_call_t *call, const gateway_api_req_t *api,
                      const char *path, const char *upstream_model, gateway_xfer_t **xfer_p,
                      int *status, char *ctype, size_t ctype_size, gateway_api_error_t *err)
 {
-    size_t blen = 0;
-    char *body = gateway_api_upstream_body(api, upstream_model, &blen);
-    char url[2048];
-    size_t ulen = strlen(call->url);
-    while (ulen && call->url[ulen - 1] == '/')
-        ulen--;
-    int n = snprintf(url, sizeof(url), "%.*s%s", (int)ulen, call->url, path);
-    if (!body || n < 0 || (size_t)n >= sizeof(url)) {
-        free(body);
-        gateway_api_error_set(err, 502, "server_error", NULL, "bad_decision",
-                              "cannot build the upstream request for worker `%s`", call->worker);
-        return IPL_E_INVAL;
-    }
     char idh[S_ID_MAX + 32];
     snprintf(idh, sizeof(idh), "X-Request-Id: %s", call->request_id);
     const char *headers[] = {idh, "Accept: application/json, text/event-stream", NULL};
+    gateway_xfer_opts_t opts = {.headers = headers};
     gateway_xfer_cb_t cb = {.on_chunk = s_on_chunk, .on_done = s_on_done, .arg = call};
+    int timeout_ms = srv->cfg.upstream_timeout_ms;
+    const char *what = call->provider ? "provider" : "worker";
+    char url[2048];
+    if (call->provider) {
+        if (s_provider_trip(srv, call, path, upstream_model, err) != 0) return IPL_E_INVAL;
+        upstream_model = gateway_provider_remote_model(call->trip);
+        snprintf(url, sizeof(url), "%s", gateway_provider_url(call->trip));
+        gateway_provider_xfer_opts(call->trip, headers, &opts);
+        cb.on_write = s_on_write;
+        timeout_ms = gateway_provider_response_timeout_ms(call->trip, timeout_ms);
+    } else if (s_worker_url(call, path, url, sizeof(url)) != 0) {
+        url[0] = '\0';
+    }
+    size_t blen = 0;
+    char *body = gateway_api_upstream_body(api, upstream_model, &blen);
+    if (!body || !url[0]) {
+        free(body);
+        gateway_api_error_set(err, 502, "server_error", NULL, "bad_decision",
+                              "cannot build the upstream request for %s `%s`", what, call->worker);
+        return IPL_E_INVAL;
+    }
     call->upstream_ns = ipl_mono_ns(); /* the OBSERVED's TTFT starts here */
-    int rc = gateway_proxy_start(srv->proxy, url, &body, blen, headers, &cb, xfer_p);
+    int rc = gateway_proxy_start_with(srv->proxy, url, &body, blen, &opts, &cb, xfer_p);
     if (rc != 0) {
         gateway_api_error_set(err, 503, "server_error", NULL, "proxy_failed",
                               "cannot start the upstream request: %s", ipl_strerror(rc));
         return rc;
     }
     char why[256] = "";
-    rc = gateway_xfer_wait_headers(*xfer_p, srv->cfg.upstream_timeout_ms, status, ctype, ctype_size,
-                                   why, sizeof(why));
+    rc =
+        gateway_xfer_wait_headers(*xfer_p, timeout_ms, status, ctype, ctype_size, why, sizeof(why));
     if (rc == 0) {
         call->upstream_status = *status;
         return 0;
@@ -507,14 +631,14 @@ static int s_forward(gateway_server_t *srv, s_call_t *call, const gateway_api_re
     gateway_xfer_abandon(xfer_p);
     if (rc == IPL_E_TIMEOUT)
         gateway_api_error_set(err, 504, "server_error", NULL, "upstream_timeout",
-                              "worker `%s` (%s) sent no response within %d ms", call->worker,
-                              call->url, srv->cfg.upstream_timeout_ms);
+                              "%s `%s` (%s) sent no response within %d ms", what, call->worker,
+                              call->url, timeout_ms);
     else if (rc == IPL_E_AGAIN)
         gateway_api_error_set(err, 503, "server_error", NULL, "shutting_down",
                               "the gateway is shutting down");
     else
         gateway_api_error_set(err, 502, "server_error", NULL, "upstream_unreachable",
-                              "cannot reach worker `%s` at %s: %s", call->worker, call->url, why);
+                              "cannot reach %s `%s` at %s: %s", what, call->worker, call->url, why);
     return rc;
 }
 
@@ -545,6 +669,13 @@ static void s_completion(gateway_server_t *srv, gateway_api_kind_t kind, const i
         s_fail(&call, resp, &err);
         return;
     }
+    gateway_labels_t labels = {0};
+    if (s_route_inputs(srv, req, &rr, &labels, &err) != 0) {
+        free(rr.hashes);
+        gateway_api_req_destroy(&api);
+        s_fail(&call, resp, &err);
+        return;
+    }
     gateway_xfer_t *xfer = NULL;
     char *upstream_model = NULL;
     int status = 0, rc = IPL_E_INVAL;
@@ -563,6 +694,8 @@ static void s_completion(gateway_server_t *srv, gateway_api_kind_t kind, const i
         }
     }
     free(rr.hashes);
+    free(rr.headers);
+    gateway_labels_clear(&labels);
     free(upstream_model);
     if (rc != 0) {
         if (call->worker[0]) s_decision_headers(call, resp);
@@ -573,9 +706,11 @@ static void s_completion(gateway_server_t *srv, gateway_api_kind_t kind, const i
     gateway_api_req_destroy(&api);
 
     s_decision_headers(call, resp);
+    s_rule_header(call, resp);
     call->sse = gateway_sse_new(gateway_sse_mode_for(ctype), S_SSE_BUFFER);
-    int fd =
-        call->sse ? ipl_http_resp_stream(resp, status, ctype[0] ? ctype : "application/json") : -1;
+    const char *answer_type = ctype[0] ? ctype : "application/json";
+    if (call->trip) answer_type = gateway_provider_begin(call->trip, status, ctype);
+    int fd = call->sse ? ipl_http_resp_stream(resp, status, answer_type) : -1;
     if (fd < 0) {
         gateway_xfer_abandon(&xfer);
         if (!call->sse) ipl_http_resp_error(resp, 500, "server_error", "out of memory");
@@ -645,6 +780,20 @@ void gateway_server_register_admin(gateway_server_t *self, ipl_httpd_t *admin)
 
 /* ---- life cycle ---------------------------------------------------------------------------- */
 
+/* Per policy version, on the view's thread: the header names its rules match on. */
+static void *s_attach(void *arg, const ipl_policy_t *policy)
+{
+    (void)arg;
+    return gateway_rule_headers_new(policy);
+}
+
+static void s_detach(void *arg, void *attached)
+{
+    (void)arg;
+    gateway_rule_headers_t *set = attached;
+    gateway_rule_headers_destroy(&set);
+}
+
 bool gateway_server_ready(void *arg, char *detail, size_t size)
 {
     gateway_server_t *srv = arg;
@@ -674,6 +823,9 @@ gateway_server_t *gateway_server_new(const gateway_server_config_t *cfg, ipl_met
     srv->exporter = s_strdup0(cfg->exporter);
     srv->policy_sub = s_strdup0(cfg->policy_sub);
     srv->policy_req = s_strdup0(cfg->policy_req);
+    if (cfg->trusted_label_header && cfg->trusted_label_header[0])
+        srv->label_header = strdup(cfg->trusted_label_header);
+    srv->backends = gateway_backend_new(cfg->secrets_dir, metrics);
     pthread_mutex_init(&srv->push_lock, NULL);
     srv->created_s = (uint64_t)ipl_wall_s();
     atomic_store(&srv->next_id, (ipl_wall_ms() << 16) ^ (uint64_t)getpid());
@@ -683,8 +835,23 @@ gateway_server_t *gateway_server_new(const gateway_server_config_t *cfg, ipl_met
     srv->records_dropped =
         ipl_metrics_counter(metrics, "inferplane_gateway_records_dropped_total",
                             "Request records not sent because the exporter queue was full.", NULL);
-    if (!srv->listen || !srv->decider || !srv->exporter || !srv->policy_sub || !srv->policy_req) {
+    srv->deferrals = ipl_metrics_counter(
+        metrics, "inferplane_gateway_deferrals_total",
+        "DEFERRED answers (batch work while the pool is busy) the gateway waited out.", NULL);
+    if (!srv->listen || !srv->decider || !srv->exporter || !srv->policy_sub || !srv->policy_req ||
+        !srv->backends ||
+        (cfg->trusted_label_header && cfg->trusted_label_header[0] && !srv->label_header)) {
         snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    if (srv->label_header &&
+        (!srv->label_header[0] ||
+         strspn(srv->label_header, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN"
+                                   "OPQRSTUVWXYZ0123456789-_.") != strlen(srv->label_header))) {
+        snprintf(err, errlen,
+                 "--trusted-label-header \"%s\" is not a header name; use letters, digits and "
+                 "'-', like x-inferplane-labels",
+                 srv->label_header);
         goto fail;
     }
     if (cfg->block_size < 1) {
@@ -704,7 +871,8 @@ gateway_server_t *gateway_server_new(const gateway_server_config_t *cfg, ipl_met
         snprintf(err, errlen, "cannot initialise the tokenizer, decider client or libcurl");
         goto fail;
     }
-    srv->policy = ipl_policy_view_new(srv->policy_sub, srv->policy_req);
+    srv->policy =
+        ipl_policy_view_new_attached(srv->policy_sub, srv->policy_req, s_attach, s_detach, NULL);
     if (!srv->policy) {
         snprintf(err, errlen,
                  "cannot connect to the policy service (--policy-sub %s, "
@@ -772,6 +940,8 @@ void gateway_server_destroy(gateway_server_t **self_p)
     free(srv->exporter);
     free(srv->policy_sub);
     free(srv->policy_req);
+    free(srv->label_header);
+    gateway_backend_destroy(&srv->backends);
     free(srv);
     *self_p = NULL;
 }

@@ -8,17 +8,27 @@
  *     (TTFT, ITL, usage as the bytes pass) → one RECORD to the exporter (PUSH), and, when
  *     the decider asked for it, one OBSERVED (the measured TTFT) back to the decider on the
  *     connection that carried the decision (gateway_route_observe).
+ *     A decision for a provider (target_kind "provider") goes to its GatewayBackend instead
+ *     (gateway_provider: credentials, URL, TLS; the response's model rewritten back); a
+ *     REJECTED one is answered with the rule's status and reason (gateway_verdict); a
+ *     DEFERRED one is held and asked again (retry_after_ms) until --batch-max-wait-ms.
+ *     ROUTE_REQ carries the request's labels (gateway_labels: only from
+ *     --trusted-label-header) and the headers the policy's rules name (gateway_rule_headers,
+ *     built once per policy version).
  *   GET /v1/models   the models of the policy's pools (ipl_policy_view)
  *
  * A client's x-request-id (up to 64 of [A-Za-z0-9._:-]) is kept, else one is made up; an
  * x-inferplane-tenant header of the same form names the tenant in the ROUTE_REQ and the
  * record (until tenants come from API keys).
  * Responses carry x-request-id and, once routed, x-inferplane-worker, -endpoint, -pool,
- * -reason, -predicted-ttft-ms and -cached-tokens (the decider's prediction).
+ * -reason, -target-kind (worker | provider), -predicted-ttft-ms and -cached-tokens (the
+ * decider's prediction); for a provider also x-inferplane-backend; x-inferplane-rule whenever
+ * the decision named an InferencePolicy rule (refusals too).
  *
  * Metrics (registry passed at creation): inferplane_gateway_requests_total{api,status_code},
- * inferplane_gateway_retries_total, inferplane_gateway_records_dropped_total, plus those of
- * gateway_route and gateway_proxy.
+ * inferplane_gateway_retries_total, inferplane_gateway_records_dropped_total,
+ * inferplane_gateway_deferrals_total (DEFERRED answers waited out), plus those of
+ * gateway_route, gateway_proxy and gateway_backend.
  */
 #ifndef GATEWAY_SERVER_H
 #define GATEWAY_SERVER_H
@@ -41,6 +51,11 @@ typedef struct {
     int route_timeout_ms;    /* decider answer → else 503 */
     int upstream_timeout_ms; /* worker response headers → else 504 */
     int connect_timeout_ms;  /* worker TCP connect */
+    const char *trusted_label_header; /* the header whose values are the request's labels
+                                         (NULL or "": labels are never read from headers) */
+    const char *secrets_dir;          /* where Kubernetes Secrets are mounted (GatewayBackend
+                                         secretRef); NULL: /var/run/secrets/inferplane */
+    int batch_max_wait_ms;            /* how long a DEFERRED request is held at most, then 429 */
 } gateway_server_config_t;
 
 typedef struct gateway_server gateway_server_t;

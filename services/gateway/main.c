@@ -3,7 +3,8 @@
  *
  *   clients ──HTTP──► gateway_server ──ROUTE_REQ──► decider
  *                          │ ◄──────── ROUTE_REP ──┘ (same connection: OBSERVED ──► decider)
- *                          ├──HTTP (libcurl, streamed)──► worker
+ *                          ├──HTTP (libcurl, streamed)──► worker, or a provider's backend
+ *                          │                              (credentials from its GatewayBackend)
  *                          └──RECORD (PUSH)──► exporter
  *
  * With `--decider embedded` a decider runs inside this process instead (decider_server, the
@@ -87,9 +88,10 @@ static decider_server_t *s_embedded_decider(const char *file, const char *gatewa
 int main(int argc, char **argv)
 {
     char *listen = NULL, *decider = NULL, *exporter = NULL, *policy_sub = NULL, *policy_req = NULL,
-         *tokenizer = NULL, *decider_config = NULL;
+         *tokenizer = NULL, *decider_config = NULL, *trusted_label_header = NULL,
+         *secrets_dir = NULL;
     int64_t block_size = 16, max_body = 8388608, route_timeout_ms = 1000,
-            upstream_timeout_ms = 600000, connect_timeout_ms = 2000;
+            upstream_timeout_ms = 600000, connect_timeout_ms = 2000, batch_max_wait_ms = 30000;
     ipl_service_t *svc = ipl_service_new(
         "gateway", "OpenAI-compatible API that routes each request to the best worker",
         "127.0.0.1:9106");
@@ -125,7 +127,18 @@ int main(int argc, char **argv)
                    "how long to wait for a worker's response headers before answering 504");
     ipl_config_add(cfg, "connect-timeout-ms", IPL_OPT_INT, &connect_timeout_ms, "2000",
                    "TCP connect timeout to a worker");
+    ipl_config_add(cfg, "trusted-label-header", IPL_OPT_STR, &trusted_label_header, NULL,
+                   "request header whose comma-separated values are the request's labels for "
+                   "InferencePolicy rules (e.g. x-inferplane-labels); set it only when a proxy "
+                   "in front sets it and strips it from clients. Unset: no labels from headers");
+    ipl_config_add(cfg, "secrets-dir", IPL_OPT_STR, &secrets_dir, "/var/run/secrets/inferplane",
+                   "directory where Kubernetes Secrets are mounted, one subdirectory per Secret "
+                   "(a GatewayBackend's auth.secretRef {name, key} is the file NAME/KEY here)");
+    ipl_config_add(cfg, "batch-max-wait-ms", IPL_OPT_INT, &batch_max_wait_ms, "30000",
+                   "how long a request the policy defers (batch work while its pool is busy) "
+                   "is held and asked again before answering 429 with Retry-After");
     ipl_config_range(cfg, "block-size", 1, 65536);
+    ipl_config_range(cfg, "batch-max-wait-ms", 0, 3600000);
     ipl_config_range(cfg, "max-body-bytes", 1024, (double)(1 << 30));
     ipl_config_range(cfg, "route-timeout-ms", 1, 600000);
     ipl_config_range(cfg, "upstream-timeout-ms", 1, 86400000);
@@ -169,6 +182,9 @@ int main(int argc, char **argv)
         .route_timeout_ms = (int)route_timeout_ms,
         .upstream_timeout_ms = (int)upstream_timeout_ms,
         .connect_timeout_ms = (int)connect_timeout_ms,
+        .trusted_label_header = trusted_label_header,
+        .secrets_dir = secrets_dir,
+        .batch_max_wait_ms = (int)batch_max_wait_ms,
     };
     gateway_server_t *srv = parts.gateway =
         gateway_server_new(&gc, ipl_service_metrics(svc), err, sizeof err);
