@@ -16,7 +16,7 @@ import threading
 import time
 import unittest
 
-from lib.harness import Stack, http_json, wait_until, zmq_endpoint
+from lib.harness import Stack, free_port, http_json, wait_until, zmq_endpoint
 from test_decider import BLOCK, STORED, UP, DOWN, Zmtp, chain, kv_event, load
 
 SMALL = ["s0", "s1"]
@@ -26,15 +26,17 @@ WORKERS = SMALL + LARGE + OTHER
 PROMPT = 100  # tokens of the prompts asked about (hashes of 6 blocks of 16)
 
 
-def resources(slo_ms=500, rules="", aliases=""):
+def resources(slo_ms=500, rules="", aliases="", url=None):
     """Worker sets small (s0, s1) and large (l0) in pool chat (small-model, the SLO, provider
     cloud as overflow), worker set other (o0) in pool other (other-model); `rules` and
-    `aliases` are YAML list bodies of InferencePolicy "p" (indented 4)."""
+    `aliases` are YAML list bodies of InferencePolicy "p" (indented 4). Worker s0's URL is
+    `url` when given (a simulator), the others' ports nothing listens on."""
     docs = []
     for name, model, workers, port in (("small", "small-model", SMALL, 18300),
                                        ("large", "large-model", LARGE, 18310),
                                        ("other", "other-model", OTHER, 18320)):
-        ws = ["    - {name: %s, url: \"http://127.0.0.1:%d\"}" % (w, port + i)
+        ws = ["    - {name: %s, url: \"%s\"}" % (w, url if url and w == "s0" else
+                                                 "http://127.0.0.1:%d" % (port + i))
               for i, w in enumerate(workers)]
         docs.append("\n".join(["apiVersion: inferplane.io/v1alpha1", "kind: InferenceWorkerSet",
                                "metadata: {name: %s}" % name, "spec:", "  model: %s" % model,
@@ -219,6 +221,49 @@ class TestPolicyRules(unittest.TestCase):
         status, doc = s.route(headers={"x-inferplane-class": "batch"})
         self.assertEqual(status, 200, doc)
         self.assertEqual(doc["target_kind"], "worker")
+
+    def test_batch_waits_at_the_gateway_and_runs_when_idle(self):
+        """Through the gateway to a simulated worker: a batch request is held while the pool is
+        busy and served once it is idle; interactive requests are served meanwhile."""
+        rules = """    - name: batch
+      match:
+        headers: [{name: x-inferplane-class, value: batch}]
+      admitBatch: {maxUtilizationPercent: 60}
+"""
+        st = Stack(self)
+        sim = st.start_sim(model="small-model")
+        s = RulesStack(self, resources(rules=rules, url=sim.url))
+        port = free_port()
+        st.start("gateway", ["--listen", "127.0.0.1:%d" % port, "--decider", s.ep["decider"],
+                             "--exporter", "", "--policy-sub", s.ep["pol_pub"],
+                             "--policy-req", s.ep["pol_rep"], "--batch-max-wait-ms", "20000"])
+        chat = "http://127.0.0.1:%d/v1/chat/completions" % port
+        body = {"model": "small-model", "max_tokens": 4,
+                "messages": [{"role": "user", "content": "summarise the quarterly report"}]}
+        s.loads(kv_usage=0.9, only=["s0"])  # the others have no sample: never chosen
+        held = {}
+
+        def batch():
+            t0 = time.monotonic()
+            status, headers, doc = http_json("POST", chat, body,
+                                             {"x-inferplane-class": "batch"}, timeout=30)
+            held.update(status=status, doc=doc, took=time.monotonic() - t0,
+                        rule=headers.get("x-inferplane-rule"))
+        t = threading.Thread(target=batch)
+        t.start()
+        try:
+            time.sleep(1.0)
+            self.assertNotIn("status", held, "the batch request was not held")
+            status, _, doc = http_json("POST", chat, body, {"x-inferplane-class": "interactive"})
+            self.assertEqual(status, 200, doc)  # interactive work goes on meanwhile
+            s.loads(kv_usage=0.2, only=["s0"])  # the pool goes idle
+        finally:
+            t.join(30)
+        self.assertEqual(held.get("status"), 200, held)
+        self.assertGreater(held["took"], 1.0)
+        self.assertLess(held["took"], 10.0)
+        self.assertEqual(held["rule"], "p/batch")
+        self.assertEqual(held["doc"]["model"], "small-model")
 
     def test_small_unless_the_large_holds_the_prefix(self):
         rules = """    - name: small-first
