@@ -31,6 +31,8 @@ struct tenants_store {
     _Atomic uint64_t next_ms;   // the next look at the file (monotonic)
     _Atomic uint64_t version, failures;
     char last_error[512];
+    tenants_store_observer_fn *observer;
+    void *observer_arg;
 };
 
 static s_ident_t s_stat(const char *path)
@@ -114,8 +116,17 @@ int tenants_store_check(tenants_store_t *self, char *err, size_t errlen)
             rc = -1;
         }
     }
+    char copy[sizeof self->last_error];
+    snprintf(copy, sizeof copy, "%s", self->last_error);
     pthread_mutex_unlock(&self->reload);
+    if (rc != 0 && self->observer) self->observer(self->observer_arg, rc, rc < 0 ? copy : NULL);
     return rc;
+}
+
+void tenants_store_set_observer(tenants_store_t *self, tenants_store_observer_fn *fn, void *arg)
+{
+    self->observer = fn;
+    self->observer_arg = arg;
 }
 
 tenants_result_t tenants_store_lookup(tenants_store_t *self, const char *key, size_t len,

@@ -49,4 +49,10 @@ typedef struct {
 
 void tenants_store_stats(tenants_store_t *self, tenants_store_stats_t *out);
 
+/* Called after every reload attempt with its result (1 loaded, -1 rejected) and, for -1, the
+ * message (names and positions, never a key); from whichever thread reloaded, without the
+ * store's locks held. Set it before lookups start. NULL: none. */
+typedef void(tenants_store_observer_fn)(void *arg, int result, const char *error);
+void tenants_store_set_observer(tenants_store_t *self, tenants_store_observer_fn *fn, void *arg);
+
 #endif

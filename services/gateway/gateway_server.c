@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "gateway_api.h"
+#include "gateway_auth.h"
 #include "gateway_backend.h"
 #include "gateway_labels.h"
 #include "gateway_provider.h"
@@ -57,6 +58,7 @@ struct gateway_server {
     char *listen, *decider, *exporter, *policy_sub, *policy_req, *label_header;
     ipl_metrics_t *metrics;
     gateway_backend_t *backends;
+    gateway_auth_t *auth;
     ipl_httpd_t *httpd;
     ipl_tokenizer_t *tokenizer;
     ipl_policy_view_t *policy;
@@ -139,9 +141,6 @@ static s_call_t *s_call_new(gateway_server_t *srv, gateway_api_kind_t kind,
                  ipl_http_req_header(req, "x-request-id")))
         snprintf(call->request_id, sizeof(call->request_id), "ipl-%016" PRIx64,
                  (uint64_t)atomic_fetch_add(&srv->next_id, 1));
-    if (!s_token(call->tenant, sizeof(call->tenant),
-                 ipl_http_req_header(req, "x-inferplane-tenant")))
-        call->tenant[0] = '\0';
     call->model = s_strdup0(NULL);
     call->worker = s_strdup0(NULL);
     call->url = s_strdup0(NULL);
@@ -225,9 +224,10 @@ static void s_finish(s_call_t *call, int status, const char *reason, uint64_t en
     }
     /* An access log line: debug for successes (they are in the metrics), info otherwise. */
     ipl_log(status >= 200 && status < 300 ? IPL_LOG_DEBUG : IPL_LOG_INFO, "request",
-            "id=%s api=%s model=%s status=%d worker=%s reason=%s ttft_ms=%.1f "
+            "id=%s tenant=%s api=%s model=%s status=%d worker=%s reason=%s ttft_ms=%.1f "
             "e2e_ms=%.1f prompt=%" PRIu64 " cached=%" PRIu64 " completion=%" PRIu64,
-            call->request_id, rec.api, call->model[0] ? call->model : "-", status,
+            call->request_id, call->tenant[0] ? call->tenant : "-", rec.api,
+            call->model[0] ? call->model : "-", status,
             call->worker[0] ? call->worker : "-", rec.reason[0] ? rec.reason : "-",
             rec.ttft_s * 1e3, rec.e2e_s * 1e3, rec.prompt_tokens, rec.cached_tokens,
             rec.completion_tokens);
@@ -652,6 +652,10 @@ static void s_completion(gateway_server_t *srv, gateway_api_kind_t kind, const i
     }
     ipl_http_resp_header(resp, "x-request-id", call->request_id);
     gateway_api_error_t err = {0};
+    if (gateway_auth_check(srv->auth, req, call->tenant, sizeof call->tenant, &err) != 0) {
+        s_fail(&call, resp, &err);
+        return;
+    }
     size_t blen = 0;
     const char *body = ipl_http_req_body(req, &blen);
     gateway_api_req_t *api = NULL;
@@ -736,8 +740,13 @@ static void s_completions(void *arg, const ipl_http_req_t *req, ipl_http_resp_t 
 
 static void s_models(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
 {
-    (void)req;
     gateway_server_t *srv = arg;
+    char tenant[S_ID_MAX + 1];
+    gateway_api_error_t err = {0};
+    if (gateway_auth_check(srv->auth, req, tenant, sizeof tenant, &err) != 0) {
+        s_reply_error(resp, err.status, err.type, err.param, err.code, err.message);
+        return;
+    }
     ipl_policy_snap_t *snap = ipl_policy_view_get(srv->policy);
     if (!snap) {
         s_reply_error(resp, 503, "server_error", NULL, "no_policy",
@@ -776,6 +785,7 @@ static void s_models(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp
 void gateway_server_register_admin(gateway_server_t *self, ipl_httpd_t *admin)
 {
     ipl_httpd_route(admin, "GET", "/debug/policy", policy_digest_http, self->policy);
+    gateway_auth_register_admin(self->auth, admin);
 }
 
 /* ---- life cycle ---------------------------------------------------------------------------- */
@@ -864,6 +874,10 @@ gateway_server_t *gateway_server_new(const gateway_server_config_t *cfg, ipl_met
         snprintf(err, errlen, "--tokenizer: %s", tok_err);
         goto fail;
     }
+    gateway_auth_config_t ac = {.keys_file = cfg->keys_file,
+                                .tenant_header = cfg->trusted_tenant_header};
+    srv->auth = gateway_auth_new(&ac, metrics, err, errlen);
+    if (!srv->auth) goto fail;
     srv->route = gateway_route_new(srv->decider, cfg->route_timeout_ms, metrics);
     gateway_proxy_config_t pc = {.connect_timeout_ms = cfg->connect_timeout_ms};
     srv->proxy = gateway_proxy_new(&pc, metrics);
@@ -942,6 +956,7 @@ void gateway_server_destroy(gateway_server_t **self_p)
     free(srv->policy_req);
     free(srv->label_header);
     gateway_backend_destroy(&srv->backends);
+    gateway_auth_destroy(&srv->auth);
     free(srv);
     *self_p = NULL;
 }

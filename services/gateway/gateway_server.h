@@ -56,6 +56,8 @@ typedef struct {
     const char *secrets_dir;          /* where Kubernetes Secrets are mounted (GatewayBackend
                                          secretRef); NULL: /var/run/secrets/inferplane */
     int batch_max_wait_ms;            /* how long a DEFERRED request is held at most, then 429 */
+    const char *keys_file;            /* tenants and API keys (libs/tenants); NULL: anonymous */
+    const char *trusted_tenant_header; /* a proxy's header naming the tenant; NULL: none */
 } gateway_server_config_t;
 
 typedef struct gateway_server gateway_server_t;

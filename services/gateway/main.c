@@ -89,7 +89,7 @@ int main(int argc, char **argv)
 {
     char *listen = NULL, *decider = NULL, *exporter = NULL, *policy_sub = NULL, *policy_req = NULL,
          *tokenizer = NULL, *decider_config = NULL, *trusted_label_header = NULL,
-         *secrets_dir = NULL;
+         *secrets_dir = NULL, *keys_file = NULL, *trusted_tenant_header = NULL;
     int64_t block_size = 16, max_body = 8388608, route_timeout_ms = 1000,
             upstream_timeout_ms = 600000, connect_timeout_ms = 2000, batch_max_wait_ms = 30000;
     ipl_service_t *svc = ipl_service_new(
@@ -137,6 +137,14 @@ int main(int argc, char **argv)
     ipl_config_add(cfg, "batch-max-wait-ms", IPL_OPT_INT, &batch_max_wait_ms, "30000",
                    "how long a request the policy defers (batch work while its pool is busy) "
                    "is held and asked again before answering 429 with Retry-After");
+    ipl_config_add(cfg, "keys-file", IPL_OPT_STR, &keys_file, NULL,
+                   "YAML file of tenants and their API keys (docs/tenants.md), reloaded when it "
+                   "changes; every API request then needs a key (401 without, 403 for a "
+                   "disabled tenant). Unset: requests are anonymous");
+    ipl_config_add(cfg, "trusted-tenant-header", IPL_OPT_STR, &trusted_tenant_header, NULL,
+                   "request header that names the tenant, set by an authenticating proxy in "
+                   "front (which must strip it from clients); when present no key is asked "
+                   "for. Unset: clients cannot choose their tenant");
     ipl_config_range(cfg, "block-size", 1, 65536);
     ipl_config_range(cfg, "batch-max-wait-ms", 0, 3600000);
     ipl_config_range(cfg, "max-body-bytes", 1024, (double)(1 << 30));
@@ -185,6 +193,8 @@ int main(int argc, char **argv)
         .trusted_label_header = trusted_label_header,
         .secrets_dir = secrets_dir,
         .batch_max_wait_ms = (int)batch_max_wait_ms,
+        .keys_file = keys_file,
+        .trusted_tenant_header = trusted_tenant_header,
     };
     gateway_server_t *srv = parts.gateway =
         gateway_server_new(&gc, ipl_service_metrics(svc), err, sizeof err);
