@@ -189,7 +189,10 @@ class TestCrds(unittest.TestCase):
                                         f"{path}: {where} has no maxLength")
 
     def test_examples_validate_against_their_crd(self):
-        files = sorted(glob.glob(os.path.join(ROOT, "examples", "**", "*.yaml"), recursive=True))
+        # every example but the gateway's keys files (examples/tenants/: not resources)
+        files = sorted(f for f in glob.glob(os.path.join(ROOT, "examples", "**", "*.yaml"),
+                                            recursive=True)
+                       if os.sep + "tenants" + os.sep not in f)
         self.assertTrue(files)
         seen = set()
         for path in files:

@@ -104,7 +104,11 @@ enum {
     F(X, u64, block_size, "KV block size in tokens")                                               \
     F(X, opt_str, worker_set,                                                                      \
       "InferenceWorkerSet it belongs to (metadata.name): the decider calibrates its TTFT model "   \
-      "per worker set (NULL from policy services that predate it: the served model is used)")
+      "per worker set (NULL from policy services that predate it: the served model is used)")  \
+    F(X, opt_u64, messages_api,                                                                   \
+      "1: it serves the Anthropic /v1/messages API itself (its InferenceWorkerSet's spec.apis "  \
+      "lists anthropic), so the gateway passes those requests through; 0: it is translated to " \
+      "chat completions")
 
 #define IPL_PROTO_FIELDS_candidate(F, A, X)                                                        \
     F(X, str, worker, "worker name")                                                               \

@@ -221,15 +221,34 @@ static void s_workerset_more(policy_compiler_t *self, policy_doc_t *d, yaml_node
     pub->lora_adapters = policy_yaml_words(d, f[5], spec, "spec.loraAdapters", S_MAX_LORA,
                                            POLICY_YAML_MAX_MODEL, false, &pub->nlora_adapters);
     pub->profile = policy_yaml_opt_name(d, f[6], spec, "spec.profile");
+    // spec.apis: the APIs the workers serve; "openai" always (vLLM's), "anthropic" when they
+    // also serve /v1/messages themselves (the gateway then passes those requests through)
+    size_t napis = 0;
+    const char **apis = policy_yaml_words(d, f[7], spec, "spec.apis", 2, 16, false, &napis);
+    bool openai = napis == 0;
+    for (size_t i = 0; apis && i < napis; i++) {
+        if (!strcmp(apis[i], "openai"))
+            openai = true;
+        else if (!strcmp(apis[i], "anthropic"))
+            pub->messages_api = true;
+        else
+            policy_yaml_err(d, f[7],
+                            "spec.apis[%zu] \"%s\" is not an API; use openai and, "
+                            "when the workers serve /v1/messages, anthropic",
+                            i, apis[i]);
+    }
+    if (!openai)
+        policy_yaml_err(d, f[7], "spec.apis must list openai (every vLLM worker serves it)");
 }
 
 static void s_workerset(policy_compiler_t *self, policy_doc_t *d, yaml_node_t *spec,
                         yaml_node_t *name_node)
 {
-    static const char *const fields[] = {"model", "blockSize",    "workers", "selector",
-                                         "ports", "loraAdapters", "profile", NULL};
+    static const char *const fields[] = {"model",    "blockSize", "workers",
+                                         "selector", "ports",     "loraAdapters",
+                                         "profile",  "apis",      NULL};
     static const char *const wfields[] = {"name", "url", "kvEvents", "replay", "metrics", NULL};
-    yaml_node_t *f[7];
+    yaml_node_t *f[8];
     if (!policy_yaml_fields(d, spec, "spec", fields, f)) return;
     s_wset_t set = {.name = d->name, .loc = policy_yaml_loc(d, name_node)};
     set.model = policy_yaml_model(d, f[0], spec, "spec.model");
@@ -994,6 +1013,7 @@ int policy_compiler_finish(policy_compiler_t *self, const char *source)
                 .metrics_url = (char *)s_or_empty(wk->metrics),
                 .block_size = set->block_size,
                 .worker_set = (char *)set->name,
+                .messages_api = set->pub.messages_api,
             };
         }
     }

@@ -110,6 +110,7 @@ typedef struct {
     const char *const *lora_adapters;
     size_t nlora_adapters;
     const char *profile; /* NULL when unset */
+    bool messages_api;   /* spec.apis lists "anthropic": the workers serve /v1/messages */
     const char *pool;    /* the pool that targets it, or NULL */
     policy_loc_t loc;
 } policy_workerset_t;

@@ -522,6 +522,7 @@ static void test_selector_worker_set_and_pool_targets_compile(void **state)
         "  model: m2\n"
         "  profile: l40s-27b-fp8\n"
         "  loraAdapters: [tone, legal]\n"
+        "  apis: [openai, anthropic]\n"
         "  selector:\n"
         "    matchLabels: {app: vllm}\n"
         "    matchExpressions: [{key: tier, operator: In, values: [gpu]}, "
@@ -557,6 +558,7 @@ static void test_selector_worker_set_and_pool_targets_compile(void **state)
     assert_null(w->metrics_port.name);
     assert_int_equal(w->nlora_adapters, 2);
     assert_string_equal(w->profile, "l40s-27b-fp8");
+    assert_true(w->messages_api);
     assert_string_equal(w->pool, "p2");
     // A selector finds nothing in file mode: said as a warning.
     bool warned = false;
@@ -642,6 +644,14 @@ static const pt_case_t s_kind_errors[] = {
      "p.yaml:7:12: InferenceWorkerSet \"w2\": spec.profile \"L40S 27B\" is not a valid name: use "
      "lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, at most "
      "63 characters"},
+    {"api unknown",
+     WS("  model: m2\n  workers: [{name: x0, url: 'http://h:9'}]\n  apis: [openai, grpc]\n"),
+     "p.yaml:7:9: InferenceWorkerSet \"w2\": spec.apis[1] \"grpc\" is not an API; use openai and, "
+     "when the workers serve /v1/messages, anthropic"},
+    {"apis without openai",
+     WS("  model: m2\n  workers: [{name: x0, url: 'http://h:9'}]\n  apis: [anthropic]\n"),
+     "p.yaml:7:9: InferenceWorkerSet \"w2\": spec.apis must list openai (every vLLM worker serves "
+     "it)"},
     {"target with workerSet and provider",
      POOL("  model: m2\n  targets: [{workerSet: small, provider: cloud}]\n"),
      "p.yaml:6:42: InferencePool \"p2\": spec.targets[0] names both a workerSet and a provider; "

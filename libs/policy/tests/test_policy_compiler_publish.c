@@ -166,6 +166,10 @@ static void test_policy_full_is_published(void **state)
     s_check_arrays(p, c);
     assert_true(policy_digest_hash(p) == compiled->hash); // the receiver computes the same
 
+    // workers: the large set's serve /v1/messages themselves (spec.apis), the small set's not
+    for (uint32_t i = 0; i < p->workers_len; i++)
+        assert_int_equal(p->workers[i].messages_api, !strcmp(p->workers[i].worker_set, "large"));
+
     // backends: by name; the secret's source, never its value
     assert_int_equal(p->backends_len, 2);
     const ipl_backend_t *b = &p->backends[0];
