@@ -34,7 +34,9 @@ gateway_api_error_t *gateway_api_error_set(gateway_api_error_t *err, int status,
 
 const char *gateway_api_kind_name(gateway_api_kind_t kind)
 {
-    return kind == GATEWAY_API_CHAT ? "chat" : "completions";
+    return kind == GATEWAY_API_CHAT       ? "chat"
+           : kind == GATEWAY_API_MESSAGES ? "messages"
+                                          : "completions";
 }
 
 /* A JSON type name for messages: "a number", "an array"... */

@@ -24,7 +24,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { GATEWAY_API_CHAT = 0, GATEWAY_API_COMPLETIONS = 1 } gateway_api_kind_t;
+/* MESSAGES: Anthropic's /v1/messages, translated to a chat request (gateway_messages) and
+ * parsed as one; the kind says which API the client speaks (errors, records). */
+typedef enum {
+    GATEWAY_API_CHAT = 0,
+    GATEWAY_API_COMPLETIONS = 1,
+    GATEWAY_API_MESSAGES = 2,
+} gateway_api_kind_t;
 
 typedef struct {
     int status;        /* HTTP status */
@@ -70,6 +76,6 @@ gateway_api_error_t *gateway_api_error_set(gateway_api_error_t *err, int status,
                                            const char *param, const char *code, const char *fmt,
                                            ...) __attribute__((format(printf, 6, 7)));
 
-const char *gateway_api_kind_name(gateway_api_kind_t kind); /* "chat" | "completions" */
+const char *gateway_api_kind_name(gateway_api_kind_t kind); /* "chat" | "completions" | "messages" */
 
 #endif

@@ -30,6 +30,7 @@
 
 #include "gateway_api.h"
 #include "gateway_auth.h"
+#include "gateway_messages.h"
 #include "gateway_backend.h"
 #include "gateway_labels.h"
 #include "gateway_provider.h"
@@ -86,6 +87,7 @@ typedef struct {
     bool provider;            /* target_kind "provider": worker is the provider, url its
                                  backend's base URL (shown: no userinfo) */
     gateway_provider_t *trip; /* a provider decision's transfer settings and response */
+    gateway_messages_t *msgs; /* /v1/messages: the translation both ways */
     int retry_after_s;        /* a deferral that ran out: the Retry-After to send */
     double predicted_ttft_s;
     uint64_t predicted_cached;
@@ -163,6 +165,7 @@ static void s_call_free(s_call_t **call_p)
     free(call->rule);
     free(call->backend);
     gateway_provider_destroy(&call->trip);
+    gateway_messages_destroy(&call->msgs);
     gateway_sse_destroy(&call->sse);
     free(call);
     *call_p = NULL;
@@ -227,10 +230,9 @@ static void s_finish(s_call_t *call, int status, const char *reason, uint64_t en
             "id=%s tenant=%s api=%s model=%s status=%d worker=%s reason=%s ttft_ms=%.1f "
             "e2e_ms=%.1f prompt=%" PRIu64 " cached=%" PRIu64 " completion=%" PRIu64,
             call->request_id, call->tenant[0] ? call->tenant : "-", rec.api,
-            call->model[0] ? call->model : "-", status,
-            call->worker[0] ? call->worker : "-", rec.reason[0] ? rec.reason : "-",
-            rec.ttft_s * 1e3, rec.e2e_s * 1e3, rec.prompt_tokens, rec.cached_tokens,
-            rec.completion_tokens);
+            call->model[0] ? call->model : "-", status, call->worker[0] ? call->worker : "-",
+            rec.reason[0] ? rec.reason : "-", rec.ttft_s * 1e3, rec.e2e_s * 1e3, rec.prompt_tokens,
+            rec.cached_tokens, rec.completion_tokens);
     if (!srv->push) return;
     pthread_mutex_lock(&srv->push_lock);
     int rc = ipl_msg_send(zsock_resolve(srv->push), IPL_MSG_RECORD, &rec, ZMQ_DONTWAIT);
@@ -278,8 +280,19 @@ static void s_fail(s_call_t **call_p, ipl_http_resp_t *resp, const gateway_api_e
         snprintf(value, sizeof(value), "%d", call->retry_after_s);
         ipl_http_resp_header(resp, "Retry-After", value);
     }
-    s_reply_error(resp, err->status, err->type, err->param, err->code, err->message);
-    s_finish(call, err->status, err->code ? err->code : err->type, ipl_mono_ns());
+    int status = err->status;
+    if (call->kind == GATEWAY_API_MESSAGES) { /* Anthropic's error shape */
+        status = gateway_messages_status(err);
+        size_t len = 0;
+        char *body = gateway_messages_error_body(status, err->message, &len);
+        if (body)
+            ipl_http_resp_take(resp, status, "application/json", &body, len);
+        else
+            ipl_http_resp_error(resp, 500, "api_error", "out of memory");
+    } else {
+        s_reply_error(resp, err->status, err->type, err->param, err->code, err->message);
+    }
+    s_finish(call, status, err->code ? err->code : err->type, ipl_mono_ns());
     s_call_free(call_p);
 }
 
@@ -344,17 +357,22 @@ static void s_on_chunk(void *arg, const char *data, size_t len, uint64_t now_ns)
         s_observe(call, call->upstream_status, st->first_content_ns);
 }
 
-/* A provider's response on its way to the client (its model rewritten, or its error replaced). */
+/* A response on its way to the client: translated to Anthropic's API (/v1/messages), or a
+ * provider's with its model rewritten (or its error replaced). */
 static int s_on_write(void *arg, int fd, const char *data, size_t len)
 {
     s_call_t *call = arg;
+    if (call->msgs) return gateway_messages_write(call->msgs, fd, data, len);
     return gateway_provider_write(call->trip, fd, data, len);
 }
 
 static void s_on_done(void *arg, const gateway_xfer_result_t *res, int fd)
 {
     s_call_t *call = arg;
-    if (call->trip && !res->client_gone) (void)gateway_provider_finish(call->trip, fd);
+    if (call->msgs && !res->client_gone)
+        gateway_messages_finish(call->msgs, fd, res->ok, res->ok ? NULL : res->error);
+    else if (call->trip && !res->client_gone)
+        (void)gateway_provider_finish(call->trip, fd);
     gateway_sse_finish(call->sse, res->end_ns);
     const gateway_sse_stats_t *st = gateway_sse_stats(call->sse);
     /* No content event came (or not a stream): the whole body's first byte, if it is whole. */
@@ -370,7 +388,7 @@ static void s_on_done(void *arg, const gateway_xfer_result_t *res, int fd)
         status = res->aborted ? 503 : 502;
         /* The client already has its status line: end an event stream with an error event so
          * that it does not mistake the cut for a normal end. */
-        if (gateway_sse_mode(call->sse) == GATEWAY_SSE_STREAM && !st->done) {
+        if (!call->msgs && gateway_sse_mode(call->sse) == GATEWAY_SSE_STREAM && !st->done) {
             char msg[384];
             snprintf(msg, sizeof(msg), "the %s's stream broke off: %s",
                      call->provider ? "provider" : "worker", res->error);
@@ -606,6 +624,7 @@ static int s_forward(gateway_server_t *srv, s_call_t *call, const gateway_api_re
     } else if (s_worker_url(call, path, url, sizeof(url)) != 0) {
         url[0] = '\0';
     }
+    if (call->msgs) cb.on_write = s_on_write; /* translated back to Anthropic's API */
     size_t blen = 0;
     char *body = gateway_api_upstream_body(api, upstream_model, &blen);
     if (!body || !url[0]) {
@@ -658,11 +677,26 @@ static void s_completion(gateway_server_t *srv, gateway_api_kind_t kind, const i
     }
     size_t blen = 0;
     const char *body = ipl_http_req_body(req, &blen);
+    char *chat_json = NULL; /* /v1/messages: the request as a chat completion */
+    if (kind == GATEWAY_API_MESSAGES) {
+        if (gateway_messages_parse(body, blen, false, &call->msgs, &chat_json, &err) != 0) {
+            s_fail(&call, resp, &err);
+            return;
+        }
+        body = chat_json;
+        blen = strlen(chat_json);
+    }
     gateway_api_req_t *api = NULL;
-    if (gateway_api_parse(kind, body, blen, &api, &err) != 0) {
+    int parsed = gateway_api_parse(kind == GATEWAY_API_MESSAGES ? GATEWAY_API_CHAT : kind, body,
+                                   blen, &api, &err);
+    if (parsed != 0) {
+        free(chat_json);
         s_fail(&call, resp, &err);
         return;
     }
+    /* the worker's endpoint: a /v1/messages request goes to its chat completions */
+    const char *path =
+        kind == GATEWAY_API_MESSAGES ? "/v1/chat/completions" : ipl_http_req_path(req);
     s_replace(&call->model, api->model);
     call->stream = api->stream;
 
@@ -670,6 +704,7 @@ static void s_completion(gateway_server_t *srv, gateway_api_kind_t kind, const i
     if (s_route_req(srv, call, api, &rr) != 0) {
         gateway_api_error_set(&err, 500, "server_error", NULL, NULL, "out of memory");
         gateway_api_req_destroy(&api);
+        free(chat_json); /* the upstream body was copied from it */
         s_fail(&call, resp, &err);
         return;
     }
@@ -677,6 +712,7 @@ static void s_completion(gateway_server_t *srv, gateway_api_kind_t kind, const i
     if (s_route_inputs(srv, req, &rr, &labels, &err) != 0) {
         free(rr.hashes);
         gateway_api_req_destroy(&api);
+        free(chat_json); /* the upstream body was copied from it */
         s_fail(&call, resp, &err);
         return;
     }
@@ -687,8 +723,8 @@ static void s_completion(gateway_server_t *srv, gateway_api_kind_t kind, const i
     for (int attempt = 0; attempt < S_ATTEMPTS; attempt++) {
         rc = s_decide(srv, call, &rr, &upstream_model, &err);
         if (rc != 0) break;
-        rc = s_forward(srv, call, api, ipl_http_req_path(req), upstream_model, &xfer, &status,
-                       ctype, sizeof(ctype), &err);
+        rc = s_forward(srv, call, api, path, upstream_model, &xfer, &status, ctype, sizeof(ctype),
+                       &err);
         if (rc != IPL_E_IO) /* only an unreachable worker is worth another decision */
             break;
         if (attempt + 1 < S_ATTEMPTS) {
@@ -704,16 +740,22 @@ static void s_completion(gateway_server_t *srv, gateway_api_kind_t kind, const i
     if (rc != 0) {
         if (call->worker[0]) s_decision_headers(call, resp);
         gateway_api_req_destroy(&api);
+        free(chat_json); /* the upstream body was copied from it */
         s_fail(&call, resp, &err);
         return;
     }
     gateway_api_req_destroy(&api);
+    free(chat_json); /* the upstream body was copied from it */
 
     s_decision_headers(call, resp);
     s_rule_header(call, resp);
     call->sse = gateway_sse_new(gateway_sse_mode_for(ctype), S_SSE_BUFFER);
     const char *answer_type = ctype[0] ? ctype : "application/json";
-    if (call->trip) answer_type = gateway_provider_begin(call->trip, status, ctype);
+    if (call->msgs)
+        answer_type =
+            gateway_messages_begin(call->msgs, status, ctype, call->prompt_tokens, call->provider);
+    else if (call->trip)
+        answer_type = gateway_provider_begin(call->trip, status, ctype);
     int fd = call->sse ? ipl_http_resp_stream(resp, status, answer_type) : -1;
     if (fd < 0) {
         gateway_xfer_abandon(&xfer);
@@ -734,6 +776,71 @@ static void s_chat(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
 static void s_completions(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
 {
     s_completion(arg, GATEWAY_API_COMPLETIONS, req, resp);
+}
+
+static void s_messages(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
+{
+    s_completion(arg, GATEWAY_API_MESSAGES, req, resp);
+}
+
+/* Anthropic's error for (status, message) as the whole response. */
+static void s_messages_error(ipl_http_resp_t *resp, const gateway_api_error_t *err)
+{
+    int status = gateway_messages_status(err);
+    size_t len = 0;
+    char *body = gateway_messages_error_body(status, err->message, &len);
+    if (body)
+        ipl_http_resp_take(resp, status, "application/json", &body, len);
+    else
+        ipl_http_resp_error(resp, 500, "api_error", "out of memory");
+}
+
+/* Whether `model` is a pool's model or an alias of the gateway's policy. */
+static bool s_model_known(gateway_server_t *srv, const char *model)
+{
+    ipl_policy_snap_t *snap = ipl_policy_view_get(srv->policy);
+    bool known = false;
+    for (uint32_t i = 0; snap && !known && i < snap->policy->pools_len; i++)
+        known = !strcmp(snap->policy->pools[i].model, model);
+    for (uint32_t i = 0; snap && !known && i < snap->policy->aliases_len; i++)
+        known = !strcmp(snap->policy->aliases[i].name, model);
+    ipl_policy_view_release(srv->policy, &snap);
+    return known;
+}
+
+/* POST /v1/messages/count_tokens: the prompt the request would be routed with, counted by the
+ * gateway's tokenizer (the same rendering as the chat completion it becomes). */
+static void s_count_tokens(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
+{
+    gateway_server_t *srv = arg;
+    char tenant[S_ID_MAX + 1];
+    gateway_api_error_t err = {0};
+    size_t blen = 0;
+    const char *body = ipl_http_req_body(req, &blen);
+    gateway_messages_t *msgs = NULL;
+    char *chat_json = NULL;
+    gateway_api_req_t *api = NULL;
+    if (gateway_auth_check(srv->auth, req, tenant, sizeof tenant, &err) != 0 ||
+        gateway_messages_parse(body, blen, true, &msgs, &chat_json, &err) != 0 ||
+        gateway_api_parse(GATEWAY_API_CHAT, chat_json, strlen(chat_json), &api, &err) != 0) {
+        s_messages_error(resp, &err);
+    } else if (!s_model_known(srv, api->model)) {
+        gateway_api_error_set(&err, 404, "not_found_error", NULL, NULL, "model: %s", api->model);
+        s_messages_error(resp, &err);
+    } else {
+        size_t ntok = 0, len = 0;
+        uint32_t *tokens =
+            ipl_tokenizer_encode(srv->tokenizer, api->prompt, api->prompt_len, &ntok);
+        char *out = tokens ? gateway_messages_count_body(ntok, &len) : NULL;
+        free(tokens);
+        if (out)
+            ipl_http_resp_take(resp, 200, "application/json", &out, len);
+        else
+            ipl_http_resp_error(resp, 500, "api_error", "out of memory");
+    }
+    gateway_api_req_destroy(&api);
+    free(chat_json);
+    gateway_messages_destroy(&msgs);
 }
 
 /* ---- GET /v1/models ------------------------------------------------------------------------ */
@@ -915,6 +1022,8 @@ gateway_server_t *gateway_server_new(const gateway_server_config_t *cfg, ipl_met
     ipl_httpd_route(srv->httpd, "POST", "/v1/chat/completions", s_chat, srv);
     ipl_httpd_route(srv->httpd, "POST", "/v1/completions", s_completions, srv);
     ipl_httpd_route(srv->httpd, "GET", "/v1/models", s_models, srv);
+    ipl_httpd_route(srv->httpd, "POST", "/v1/messages", s_messages, srv);
+    ipl_httpd_route(srv->httpd, "POST", "/v1/messages/count_tokens", s_count_tokens, srv);
     return srv;
 fail:
     gateway_server_destroy(&srv);
