@@ -23,6 +23,7 @@ metadata: {name: sims}
 spec:
   model: sim-model
   blockSize: 16
+  apis: %s
   workers:
     - {name: w0, url: "%s", kvEvents: "%s", replay: "%s"}
 ---
@@ -45,11 +46,14 @@ def messages_body(text=LONG, **extra):
 
 
 class TestAnthropic(unittest.TestCase):
+    SIM_EXTRA = ()
+    APIS = "[openai]"
+
     @classmethod
     def setUpClass(cls):
         cls.st = st = Stack(None)
-        sim = st.start_sim("w0")
-        st.write("policy/p.yaml", POLICY % (sim.url, sim.kv, sim.replay))
+        sim = cls.sim = st.start_sim("w0", extra=list(cls.SIM_EXTRA))
+        st.write("policy/p.yaml", POLICY % (cls.APIS, sim.url, sim.kv, sim.replay))
         keys = st.write("keys.yaml", KEYS)
         pol_pub, pol_rep = zmq_endpoint(), zmq_endpoint()
         st.start("policy", ["--dir", os.path.join(st.dir, "policy"), "--pub", pol_pub,
@@ -228,6 +232,41 @@ const Anthropic = mod.default || mod.Anthropic || mod;
         self.assertGreater(res["count"], 0)
         self.assertEqual(res["errs"]["wrong_key"], [401, "AuthenticationError"])
         self.assertEqual(res["errs"]["unknown_model"], [404, "NotFoundError"])
+
+
+class TestAnthropicPassThrough(unittest.TestCase):
+    """A worker set whose spec.apis lists anthropic (a simulator serving /v1/messages itself,
+    as recent vLLM): the gateway passes Messages requests through untranslated."""
+
+    @classmethod
+    def setUpClass(cls):
+        TestAnthropic.SIM_EXTRA, TestAnthropic.APIS = ("--serve-messages", "--stand-in"), \
+            "[openai, anthropic]"
+        try:
+            TestAnthropic.setUpClass()
+        finally:
+            TestAnthropic.SIM_EXTRA, TestAnthropic.APIS = (), "[openai]"
+        cls.t = TestAnthropic
+
+    @classmethod
+    def tearDownClass(cls):
+        TestAnthropic.tearDownClass()
+
+    def received(self):
+        return http_json("GET", self.t.sim.url + "/stand-in/received")[2]
+
+    def test_messages_pass_through(self):
+        http("POST", self.t.sim.url + "/stand-in/reset", {})
+        status, hdrs, doc = self.t.post("/v1/messages", messages_body("Say hello"))
+        self.assertEqual(status, 200, doc)
+        self.assertEqual((doc["type"], doc["role"]), ("message", "assistant"))
+        status, _, raw = http("POST", self.t.api + "/v1/messages",
+                              messages_body("Say hello", stream=True), {"x-api-key": KEY_A})
+        self.assertEqual(status, 200)
+        self.assertIn("event: message_stop", raw.decode())
+        rec = json.dumps(self.received())
+        self.assertIn("/v1/messages", rec)
+        self.assertNotIn("/v1/chat/completions", rec)
 
 
 if __name__ == "__main__":

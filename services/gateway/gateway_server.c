@@ -88,7 +88,10 @@ typedef struct {
                                  backend's base URL (shown: no userinfo) */
     gateway_provider_t *trip; /* a provider decision's transfer settings and response */
     gateway_messages_t *msgs; /* /v1/messages: the translation both ways */
-    int retry_after_s;        /* a deferral that ran out: the Retry-After to send */
+    const char *raw;          /* /v1/messages: the client's body (borrowed from the request) */
+    size_t raw_len;
+    bool passthrough;  /* /v1/messages to a worker that serves it: no translation */
+    int retry_after_s; /* a deferral that ran out: the Retry-After to send */
     double predicted_ttft_s;
     uint64_t predicted_cached;
     /* its observation: wanted by the decider, on connection `conn` */
@@ -369,7 +372,7 @@ static int s_on_write(void *arg, int fd, const char *data, size_t len)
 static void s_on_done(void *arg, const gateway_xfer_result_t *res, int fd)
 {
     s_call_t *call = arg;
-    if (call->msgs && !res->client_gone)
+    if (call->msgs && !call->passthrough && !res->client_gone)
         gateway_messages_finish(call->msgs, fd, res->ok, res->ok ? NULL : res->error);
     else if (call->trip && !res->client_gone)
         (void)gateway_provider_finish(call->trip, fd);
@@ -591,6 +594,36 @@ static int s_provider_trip(gateway_server_t *srv, s_call_t *call, const char *pa
     return 0;
 }
 
+/* Whether worker `name` serves /v1/messages itself (its worker set's spec.apis lists
+ * anthropic: POLICY's messages_api), by the gateway's own policy. */
+static bool s_serves_messages(gateway_server_t *srv, const char *name)
+{
+    ipl_policy_snap_t *snap = ipl_policy_view_get(srv->policy);
+    bool yes = false;
+    for (uint32_t i = 0; snap && i < snap->policy->workers_len; i++)
+        if (!strcmp(snap->policy->workers[i].name, name))
+            yes = snap->policy->workers[i].messages_api != 0;
+    ipl_policy_view_release(srv->policy, &snap);
+    return yes;
+}
+
+/* The client's Messages body with "model" set to `model` (the worker's name for it), malloc'd;
+ * NULL when it is not a JSON object (it parsed before: only memory can fail). */
+static char *s_messages_upstream_body(const char *raw, size_t len, const char *model,
+                                      size_t *out_len)
+{
+    cJSON *root = cJSON_ParseWithLength(raw, len);
+    char *out = NULL;
+    if (cJSON_IsObject(root) && model && *model) {
+        cJSON_DeleteItemFromObjectCaseSensitive(root, "model");
+        cJSON_AddStringToObject(root, "model", model);
+    }
+    if (cJSON_IsObject(root)) out = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    *out_len = out ? strlen(out) : 0;
+    return out;
+}
+
 /* The URL of a worker's endpoint `path`. */
 static int s_worker_url(const s_call_t *call, const char *path, char *url, size_t size)
 {
@@ -624,9 +657,11 @@ static int s_forward(gateway_server_t *srv, s_call_t *call, const gateway_api_re
     } else if (s_worker_url(call, path, url, sizeof(url)) != 0) {
         url[0] = '\0';
     }
-    if (call->msgs) cb.on_write = s_on_write; /* translated back to Anthropic's API */
+    if (call->msgs && !call->passthrough) cb.on_write = s_on_write; /* back to Anthropic's */
     size_t blen = 0;
-    char *body = gateway_api_upstream_body(api, upstream_model, &blen);
+    char *body = call->passthrough
+                     ? s_messages_upstream_body(call->raw, call->raw_len, upstream_model, &blen)
+                     : gateway_api_upstream_body(api, upstream_model, &blen);
     if (!body || !url[0]) {
         free(body);
         gateway_api_error_set(err, 502, "server_error", NULL, "bad_decision",
@@ -679,6 +714,8 @@ static void s_completion(gateway_server_t *srv, gateway_api_kind_t kind, const i
     const char *body = ipl_http_req_body(req, &blen);
     char *chat_json = NULL; /* /v1/messages: the request as a chat completion */
     if (kind == GATEWAY_API_MESSAGES) {
+        call->raw = body;
+        call->raw_len = blen;
         if (gateway_messages_parse(body, blen, false, &call->msgs, &chat_json, &err) != 0) {
             s_fail(&call, resp, &err);
             return;
@@ -723,8 +760,9 @@ static void s_completion(gateway_server_t *srv, gateway_api_kind_t kind, const i
     for (int attempt = 0; attempt < S_ATTEMPTS; attempt++) {
         rc = s_decide(srv, call, &rr, &upstream_model, &err);
         if (rc != 0) break;
-        rc = s_forward(srv, call, api, path, upstream_model, &xfer, &status, ctype, sizeof(ctype),
-                       &err);
+        call->passthrough = call->msgs && !call->provider && s_serves_messages(srv, call->worker);
+        rc = s_forward(srv, call, api, call->passthrough ? "/v1/messages" : path, upstream_model,
+                       &xfer, &status, ctype, sizeof(ctype), &err);
         if (rc != IPL_E_IO) /* only an unreachable worker is worth another decision */
             break;
         if (attempt + 1 < S_ATTEMPTS) {

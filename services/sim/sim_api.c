@@ -21,10 +21,15 @@
 #include "ipl_error.h"
 #include "ipl_log.h"
 #include "sim_text.h"
+#include "api_anthropic_error.h"
+#include "api_anthropic_request.h"
+#include "api_anthropic_response.h"
+#include "api_anthropic_stream.h"
+#include "api_buf.h"
 #include "ipl_hash.h"
 
 #define S_WAIT_SLICE_MS 500 /* how often a waiting handler re-checks (bounded waits) */
-#define S_NV1           4   /* /v1 routes behind the stand-in's gate */
+#define S_NV1           5   /* /v1 routes behind the stand-in's gate */
 
 struct sim_api {
     sim_api_config_t cfg;
@@ -67,10 +72,12 @@ typedef struct {
     const char *model;     /* the name asked for: the base model or an adapter (borrowed) */
     sim_block_keys_t keys; /* LoRA (borrowed name) and cache_salt (malloc'd) */
     uint64_t epoch;
+    api_anthropic_request_t *anthropic; /* /v1/messages: the request, to answer in its shape */
 } s_params_t;
 
 static void s_params_free(s_params_t *p)
 {
+    api_anthropic_request_destroy(&p->anthropic);
     free(p->prompt);
     free((char *)p->keys.cache_salt);
     p->prompt = NULL;
@@ -101,6 +108,8 @@ typedef struct {
     int fd;
     bool noted; /* file `note` at the end (the stand-in is on) */
     sim_standin_note_t note;
+    api_anthropic_stream_t *an; /* /v1/messages: the chunks translated to Anthropic's events */
+    api_buf_t out;
 } s_stream_t;
 
 /* --- small helpers ------------------------------------------------------------------------- */
@@ -356,8 +365,19 @@ static char *s_text(sim_api_t *self, sim_req_t *req, uint32_t from, uint32_t to)
     return ipl_tokenizer_decode(self->tok, out + from, to - from);
 }
 
+/* Writes n bytes of the OpenAI stream to the client: as they are, or translated to
+ * Anthropic's events (/v1/messages). 0, or IPL_E_IO when the client left. */
+static int s_emit(s_stream_t *s, const char *buf, size_t n)
+{
+    if (!s->an) return ipl_http_write_all(s->fd, buf, n);
+    (void)api_anthropic_stream_feed(s->an, buf, n, &s->out);
+    int rc = s->out.len ? ipl_http_write_all(s->fd, s->out.data, s->out.len) : 0;
+    api_buf_clear(&s->out);
+    return rc;
+}
+
 /* One SSE event "data: <json>\n\n" (consumes root). 0, or IPL_E_IO when the client left. */
-static int s_sse(int fd, cJSON *root)
+static int s_sse(s_stream_t *s, cJSON *root)
 {
     char *json = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
@@ -371,7 +391,7 @@ static int s_sse(int fd, cJSON *root)
     memcpy(buf, "data: ", 6);
     memcpy(buf + 6, json, n);
     memcpy(buf + 6 + n, "\n\n", 2);
-    int rc = ipl_http_write_all(fd, buf, n + 8);
+    int rc = s_emit(s, buf, n + 8);
     free(buf);
     free(json);
     return rc;
@@ -429,13 +449,13 @@ static void *s_stream_main(void *arg)
     uint32_t sent = 0;
     int rc = 0;
     sim_engine_status(self->engine, s->req, &st);
-    if (s->p.chat) rc = s_sse(s->fd, s_chunk(self, &s->p, NULL, SIM_FINISH_NONE, &st));
+    if (s->p.chat) rc = s_sse(s, s_chunk(self, &s->p, NULL, SIM_FINISH_NONE, &st));
     while (rc == 0) {
         sim_engine_wait(self->engine, s->req, sent, S_WAIT_SLICE_MS, &st);
         if (st.emitted > sent) {
             char *text = s_text(self, s->req, sent, st.emitted);
             sent = st.emitted;
-            rc = text ? s_sse(s->fd, s_chunk(self, &s->p, text, st.finish, &st)) : IPL_E_NOMEM;
+            rc = text ? s_sse(s, s_chunk(self, &s->p, text, st.finish, &st)) : IPL_E_NOMEM;
             free(text);
         } else if (st.finish != SIM_FINISH_NONE) {
             break; /* aborted without new tokens */
@@ -450,9 +470,13 @@ static void *s_stream_main(void *arg)
         cJSON_AddArrayToObject(root, "choices");
         cJSON_AddItemToObject(root, "usage",
                               s_usage(self, st.prompt_tokens, st.emitted, st.cached_tokens));
-        rc = s_sse(s->fd, root);
+        rc = s_sse(s, root);
     }
-    if (rc == 0) rc = ipl_http_write_all(s->fd, "data: [DONE]\n\n", 14);
+    if (rc == 0) rc = s_emit(s, "data: [DONE]\n\n", 14);
+    if (rc == 0 && s->an) {
+        (void)api_anthropic_stream_finish(s->an, &s->out);
+        rc = s->out.len ? ipl_http_write_all(s->fd, s->out.data, s->out.len) : 0;
+    }
     if (rc != 0 && st.finish == SIM_FINISH_NONE) {
         /* The client went away: stop generating for it, as vLLM aborts the request. */
         sim_engine_abort(self->engine, s->req);
@@ -466,6 +490,8 @@ static void *s_stream_main(void *arg)
     }
     sim_engine_release(self->engine, &s->req);
     s_params_free(&s->p);
+    api_anthropic_stream_destroy(&s->an);
+    api_buf_free(&s->out);
     free(s);
     s_writer_exit(self);
     return NULL;
@@ -595,15 +621,59 @@ static cJSON *s_final_response(sim_api_t *self, const s_params_t *p, sim_req_t *
     return root;
 }
 
+/* /v1/messages: the request as the chat completion it is served as (vLLM's own
+ * vllm/entrypoints/anthropic/serving.py does the same), or NULL with Anthropic's 400 sent. */
+static cJSON *s_messages_body(sim_api_t *self, const ipl_http_req_t *hreq, ipl_http_resp_t *resp,
+                              api_anthropic_request_t **areq)
+{
+    size_t len = 0;
+    const char *body = ipl_http_req_body(hreq, &len);
+    api_anthropic_error_t err = {0};
+    if (api_anthropic_request_parse(API_ANTHROPIC_MESSAGES, body, len, areq, &err) != 0) {
+        if (self->bad_requests) ipl_metric_inc(self->bad_requests);
+        char *json = api_anthropic_error_body(err.status ? err.status : 400, err.message);
+        if (json)
+            ipl_http_resp_take(resp, err.status ? err.status : 400, "application/json", &json,
+                               strlen(json));
+        else
+            ipl_http_resp_error(resp, 500, "api_error", "out of memory");
+        if (s_pending) s_pending->note.status = err.status ? (unsigned)err.status : 400;
+        return NULL;
+    }
+    return cJSON_Duplicate(api_anthropic_request_openai(*areq), 1);
+}
+
+/* A whole chat completion answered in Anthropic's shape (consumes root). */
+static void s_send_messages(ipl_http_resp_t *resp, const api_anthropic_request_t *areq, cJSON *root)
+{
+    char *json = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    char *out = NULL;
+    api_anthropic_error_t err = {0};
+    int status = 200;
+    if (!json || api_anthropic_response_translate(areq, json, strlen(json), &out, NULL, &err)) {
+        status = err.status ? err.status : 500;
+        out = api_anthropic_error_body(status, json ? err.message : "out of memory");
+    }
+    free(json);
+    if (out)
+        ipl_http_resp_take(resp, status, "application/json", &out, strlen(out));
+    else
+        ipl_http_resp_error(resp, 500, "api_error", "out of memory");
+}
+
 static void s_generate(sim_api_t *self, const ipl_http_req_t *hreq, ipl_http_resp_t *resp,
-                       bool chat)
+                       bool chat, bool messages)
 {
     if (s_starting(self, resp)) return;
-    cJSON *root = s_parse_body(self, hreq, resp);
+    api_anthropic_request_t *areq = NULL;
+    cJSON *root =
+        messages ? s_messages_body(self, hreq, resp, &areq) : s_parse_body(self, hreq, resp);
     if (!root) return;
     s_params_t p;
     int rc = s_parse_generate(self, resp, root, chat, &p);
     cJSON_Delete(root);
+    p.anthropic = areq; /* owned by p from here on */
     if (rc != 0) {
         s_params_free(&p);
         return;
@@ -656,6 +726,7 @@ static void s_generate(sim_api_t *self, const ipl_http_req_t *hreq, ipl_http_res
             return;
         }
         *s = (s_stream_t){.api = self, .p = p, .req = req, .fd = fd};
+        if (p.anthropic) s->an = api_anthropic_stream_new(p.anthropic);
         if (s_pending) { /* the writer files the record when the stream ends */
             s_pending->note.status = 200;
             s_pending->deferred = true;
@@ -691,6 +762,8 @@ static void s_generate(sim_api_t *self, const ipl_http_req_t *hreq, ipl_http_res
         s_error(self, resp, 500, "The engine died while serving the request (simulated restart).");
     else if (st.finish == SIM_FINISH_ABORT)
         s_error(self, resp, 503, "The request was aborted (the server is shutting down).");
+    else if (p.anthropic)
+        s_send_messages(resp, p.anthropic, s_final_response(self, &p, req, &st));
     else
         s_send_json(resp, 200, s_final_response(self, &p, req, &st));
     if (s_pending) {
@@ -703,12 +776,17 @@ static void s_generate(sim_api_t *self, const ipl_http_req_t *hreq, ipl_http_res
 
 static void s_completions(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
 {
-    s_generate(arg, req, resp, false);
+    s_generate(arg, req, resp, false, false);
 }
 
 static void s_chat_completions(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
 {
-    s_generate(arg, req, resp, true);
+    s_generate(arg, req, resp, true, false);
+}
+
+static void s_messages(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
+{
+    s_generate(arg, req, resp, true, true);
 }
 
 /* --- other endpoints ----------------------------------------------------------------------- */
@@ -1114,6 +1192,7 @@ void sim_api_routes(sim_api_t *self, ipl_httpd_t *httpd)
     s_route_v1(self, httpd, 0, "POST", "/v1/completions", s_completions);
     s_route_v1(self, httpd, 1, "POST", "/v1/chat/completions", s_chat_completions);
     s_route_v1(self, httpd, 2, "GET", "/v1/models", s_models);
+    if (self->cfg.serve_messages) s_route_v1(self, httpd, 4, "POST", "/v1/messages", s_messages);
     if (self->standin) {
         s_route_v1(self, httpd, 3, "*", "/v1/*", s_v1_unknown);
         ipl_httpd_route(httpd, "GET", "/stand-in/received", s_standin_received, self);

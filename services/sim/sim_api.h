@@ -58,6 +58,7 @@ typedef struct {
                                and after each restart */
     double time_scale;      /* simulated seconds per real second (for startup_delay_s) */
     const sim_standin_config_t *standin; /* the provider stand-in; NULL: off (copied) */
+    bool serve_messages; /* POST /v1/messages natively (libs/api's translation inside) */
 } sim_api_config_t;
 
 typedef struct sim_api sim_api_t;

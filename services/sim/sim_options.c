@@ -69,6 +69,10 @@ void sim_options_add(sim_options_t *self, ipl_config_t *c)
     ipl_config_add(c, "drop-every-n-batches", IPL_OPT_INT, &self->drop_every_n_batches, "0",
                    "simulator-only fault: do not send every Nth KV-event batch (still "
                    "replayable); 0 = off");
+    ipl_config_add(c, "serve-messages", IPL_OPT_BOOL, &self->serve_messages, "false",
+                   "serve the Anthropic Messages API (POST /v1/messages) natively, as recent "
+                   "vLLM does (vllm/entrypoints/anthropic): translated to chat completions "
+                   "inside, answered in Anthropic's shape");
     ipl_config_add(c, "fail-rate", IPL_OPT_DOUBLE, &self->fail_rate, "0",
                    "simulator-only fault: this fraction (0..1) of generation requests is "
                    "answered with a vLLM-style 500");
@@ -483,6 +487,7 @@ void sim_options_api_config(const sim_options_t *self, sim_api_config_t *cfg)
     cfg->model_aliases = self->nmodel_names > 1 ? (const char *const *)self->model_names + 1 : NULL;
     cfg->nmodel_aliases = self->nmodel_names > 1 ? self->nmodel_names - 1 : 0;
     cfg->standin = self->standin_on ? &self->standin : NULL;
+    cfg->serve_messages = self->serve_messages;
     cfg->max_model_len = (uint32_t)self->max_model_len;
     cfg->prompt_tokens_details = self->enable_prompt_tokens_details;
     cfg->seed = (uint64_t)self->seed;

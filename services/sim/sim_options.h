@@ -61,6 +61,7 @@ typedef struct {
     int64_t replay_layout;
     int64_t drop_every_n_batches;
     double fail_rate;
+    bool serve_messages; /* --serve-messages: /v1/messages natively, as recent vLLM */
     double startup_delay;
     double step_s, prefill_token_s, decode_seq_s, context_token_s, request_s;
     /* the provider stand-in (off unless one of these is given) */
