@@ -322,6 +322,15 @@ class TestGatewayProvider(unittest.TestCase):
         self.assertEqual(hdrs["x-inferplane-target-kind"], "provider")
         r = self.received(sim, before + 1)
         self.assertEqual(r["received"], before + 1)  # only the unlabelled one arrived
+        # Personal data the gateway finds itself (libs/labels), no header: refused the same.
+        for text in ("Please update my account: jan.novak@example.cz, thanks",
+                     "Pay it to IBAN CZ65 0800 0000 1920 0014 5399 today",
+                     "My card is 4111 1111 1111 1111, exp 12/29"):
+            found = dict(body, messages=[{"role": "user", "content": text}])
+            status, hdrs, raw = http("POST", chat, found)
+            self.assertEqual(status, 503, (text, raw[:300]))
+            self.assertEqual(hdrs["x-inferplane-rule"], "guard/pii-local")
+        self.assertEqual(self.received(sim, before + 1)["received"], before + 1)
 
 
 # ---- verdicts, against a fake decider -----------------------------------------------------------

@@ -52,6 +52,12 @@ spec:
     - name: team-b-long-prompts
       match: {tenants: [team-b], promptTokens: {min: 200}}
       reject: {status: 413, reason: "team-b may send prompts of at most 200 tokens"}
+    - name: no-bluebird
+      match: {labels: [project-bluebird]}
+      reject: {status: 403, reason: "project bluebird is not served here"}
+  labels:
+    rules:
+      - {label: project-bluebird, keywords: [bluebird]}
 """
 
 
@@ -132,6 +138,14 @@ class TestTenants(unittest.TestCase):
         self.assertEqual(hdrs.get("x-inferplane-rule"), "tenants/team-b-long-prompts")
         st, _, doc = self.chat(KEY_A, body=long_body)
         self.assertEqual(st, 200, doc)
+        # An operator's label (spec.labels keyword rule), computed by the gateway, decides too.
+        st, hdrs, doc = self.chat(KEY_A, body=dict(CHAT, messages=[
+            {"role": "user", "content": "What is the status of Bluebird?"}]))
+        self.assertEqual(st, 403, doc)
+        self.assertEqual(hdrs.get("x-inferplane-rule"), "tenants/no-bluebird")
+        st, _, doc = self.chat(KEY_A, body=dict(CHAT, messages=[
+            {"role": "user", "content": "What is the status of the bluebirds' nest?"}]))
+        self.assertEqual(st, 200, doc)  # whole words only
         # and the gateway's admin says what it holds, names and counts only
         st, _, info = http_json("GET", self.gw.admin_url + "/debug/tenants")
         self.assertEqual((info["mode"], info["tenants"], info["keys"]), ("keys", 3, 3), info)

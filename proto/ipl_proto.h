@@ -84,7 +84,11 @@ enum {
              "elements).")                                                                         \
     S(alias_target, "One weighted target of a model alias (spec.aliases[].targets[], in list "     \
                     "order).")                                                                     \
-    S(limit, "A per-tenant limit of an InferencePolicy (declared; enforced by later work).")
+    S(limit, "A per-tenant limit of an InferencePolicy (declared; enforced by later work).")       \
+    S(label_rule, "An operator's label rule (InferencePolicy spec.labels.rules[]): keywords "       \
+                  "and/or a regular expression that give a label.")                                \
+    S(label_class, "A class of the labels classifier (spec.labels.classifier.classes[]) and its "  \
+                   "example prompts.")
 
 #define IPL_PROTO_FIELDS_pool(F, A, X)                                                             \
     F(X, str, name, "pool name")                                                                   \
@@ -221,6 +225,19 @@ enum {
     F(X, u64, output_tokens_per_minute, "0: no limit")                                             \
     F(X, u64, concurrent_requests, "0: no limit")
 
+#define IPL_PROTO_FIELDS_label_rule(F, A, X)                                                       \
+    F(X, str, policy, "the InferencePolicy's metadata.name")                                       \
+    F(X, str, label, "the label it gives")                                                         \
+    F(X, strs, keywords, "keywords: any one present gives the label")                              \
+    F(X, bool, substring, "keywords match anywhere (false: as whole words)")                       \
+    F(X, str, regex, "a POSIX extended regular expression, or \"\"")                               \
+    F(X, bool, icase, "the regex ignores case")
+
+#define IPL_PROTO_FIELDS_label_class(F, A, X)                                                      \
+    F(X, str, policy, "the InferencePolicy's metadata.name")                                       \
+    F(X, str, label, "the label the class gives (\"\": a background class, giving none)")          \
+    F(X, strs, examples, "example prompts of the class")
+
 #define IPL_PROTO_MESSAGES(M)                                                                      \
     M(KV_EVENT, 1, kv_event, "collector", "aggregator; aggregator to deciders",                    \
       "PUSH→PULL; PUB→SUB",                                                                        \
@@ -319,7 +336,15 @@ enum {
       "name, then list order); the first that matches decides")                                    \
     A(X, opt_arr, alias, aliases, "model aliases, by name")                                        \
     A(X, opt_arr, alias_target, alias_targets, "the aliases' targets: by alias, then list order")  \
-    A(X, opt_arr, limit, limits, "per-tenant limits, by tenant (\"*\" first)")
+    A(X, opt_arr, limit, limits, "per-tenant limits, by tenant (\"*\" first)")                         \
+    F(X, opt_str, label_detectors,                                                                \
+      "spec.labels.detectors: the personal-data detectors the gateway runs, comma-separated "     \
+      "(\"\": none); NULL when no policy sets them (and from policy services that predate it): "  \
+      "every detector")                                                                           \
+    F(X, opt_u64, label_threshold_percent,                                                        \
+      "spec.labels.classifier.threshold, in percent (0: the default, 50)")                        \
+    A(X, opt_arr, label_rule, label_rules, "the operators' label rules, by policy, in list order") \
+    A(X, opt_arr, label_class, label_classes, "the classifier's classes, by policy, in list order")
 
 #define IPL_PROTO_FIELDS_policy_req(F, A, X) F(X, u64, have_version, "version the asker has, or 0")
 

@@ -964,6 +964,36 @@ static void s_wire_aliases_limits(policy_compiler_t *self, ipl_policy_t *p)
     }
 }
 
+// spec.labels of every policy: detectors, threshold, rules and classes (policy_labels).
+static void s_wire_labels(policy_compiler_t *self, ipl_policy_t *p)
+{
+    const policy_labels_t *l = policy_rules_labels(self->rules);
+    p->label_detectors = (char *)policy_labels_detectors(l); // NULL: every detector
+    p->label_threshold_percent = policy_labels_threshold_percent(l);
+    size_t n = policy_labels_nrules(l);
+    p->label_rules = policy_yaml_alloc(self->yaml, (n + 1) * sizeof *p->label_rules);
+    for (size_t i = 0; i < n; i++) {
+        const char *policy = NULL;
+        const labels_rule_config_t *r = policy_labels_rule(l, i, &policy);
+        ipl_label_rule_t *w = &p->label_rules[p->label_rules_len++];
+        *w = (ipl_label_rule_t){.policy = s_wire(policy),
+                                .label = s_wire(r->label),
+                                .substring = r->substring,
+                                .regex = s_wire(r->regex),
+                                .icase = r->icase};
+        w->keywords = s_wire_list(r->keywords, r->nkeywords, &w->keywords_len);
+    }
+    n = policy_labels_nclasses(l);
+    p->label_classes = policy_yaml_alloc(self->yaml, (n + 1) * sizeof *p->label_classes);
+    for (size_t i = 0; i < n; i++) {
+        const char *policy = NULL;
+        const labels_class_config_t *c = policy_labels_class(l, i, &policy);
+        ipl_label_class_t *w = &p->label_classes[p->label_classes_len++];
+        *w = (ipl_label_class_t){.policy = s_wire(policy), .label = s_wire(c->label)};
+        w->examples = s_wire_list(c->examples, c->nexamples, &w->examples_len);
+    }
+}
+
 int policy_compiler_finish(policy_compiler_t *self, const char *source)
 {
     if (self->finished) // a second call reports the first call's outcome
@@ -1022,6 +1052,7 @@ int policy_compiler_finish(policy_compiler_t *self, const char *source)
     s_wire_targets(self, p);
     s_wire_rules(self, p);
     s_wire_aliases_limits(self, p);
+    s_wire_labels(self, p);
     p->hash = policy_digest_hash(p);
     self->has_policy = true;
     return 0;

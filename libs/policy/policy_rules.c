@@ -58,6 +58,7 @@ struct policy_rules {
     size_t naliases, cap_aliases;
     s_limit_t *limits;
     size_t nlimits, cap_limits;
+    policy_labels_t *labels; // spec.labels of every policy
 };
 
 policy_rules_t *policy_rules_new(policy_yaml_t *yaml)
@@ -65,7 +66,13 @@ policy_rules_t *policy_rules_new(policy_yaml_t *yaml)
     policy_rules_t *self = calloc(1, sizeof *self);
     if (!self) abort();
     self->yaml = yaml;
+    self->labels = policy_labels_new(yaml);
     return self;
+}
+
+policy_labels_t *policy_rules_labels(const policy_rules_t *self)
+{
+    return self->labels;
 }
 
 void policy_rules_destroy(policy_rules_t **self_p)
@@ -76,6 +83,7 @@ void policy_rules_destroy(policy_rules_t **self_p)
     free(self->rules);
     free(self->aliases);
     free(self->limits);
+    policy_labels_destroy(&self->labels);
     free(self);
     *self_p = NULL;
 }
@@ -535,8 +543,8 @@ static void s_limit(policy_doc_t *d, yaml_node_t *item, size_t index, const s_po
 void policy_rules_add(policy_rules_t *self, policy_doc_t *d, yaml_node_t *spec,
                       yaml_node_t *name_node)
 {
-    static const char *const fields[] = {"priority", "rules", "aliases", "limits", NULL};
-    yaml_node_t *f[4];
+    static const char *const fields[] = {"priority", "rules", "aliases", "limits", "labels", NULL};
+    yaml_node_t *f[5];
     if (!policy_yaml_fields(d, spec, "spec", fields, f)) return;
     s_policy_t pol = {.name = d->name, .loc = policy_yaml_loc(d, name_node)};
     policy_yaml_int(d, f[0], "spec.priority", -1000000, 1000000, &pol.priority);
@@ -561,8 +569,10 @@ void policy_rules_add(policy_rules_t *self, policy_doc_t *d, yaml_node_t *spec,
                                    self->rules[j].rule.index, self->rules[j].rule.loc.line);
                 break;
             }
-    if (!f[1] && !f[2] && !f[3])
-        policy_yaml_warn(d, spec, "spec has no rules, aliases or limits; it changes nothing");
+    if (f[4]) policy_labels_add(self->labels, d, f[4]);
+    if (!f[1] && !f[2] && !f[3] && !f[4])
+        policy_yaml_warn(d, spec, "spec has no rules, aliases, limits or labels; it changes "
+                                  "nothing");
     policy_yaml_reserve((void **)&self->policies, &self->cap_policies, self->npolicies,
                         sizeof *self->policies);
     self->policies[self->npolicies++] = pol;
@@ -930,6 +940,7 @@ void policy_rules_finish(policy_rules_t *self, const policy_pool_t *pools, size_
                                a->index, a->limit.tenant, b->limit.policy, b->limit.loc.file,
                                b->limit.loc.line);
     }
+    policy_labels_finish(self->labels);
 }
 
 size_t policy_rules_nrules(const policy_rules_t *self)

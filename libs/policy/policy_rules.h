@@ -18,6 +18,7 @@
 #ifndef POLICY_RULES_H
 #define POLICY_RULES_H
 
+#include "policy_labels.h"
 #include "policy_remote.h"
 #include "policy_types.h"
 #include "policy_yaml.h"
@@ -48,6 +49,8 @@ size_t policy_rules_nrules(const policy_rules_t *self);
 const policy_rule_t *policy_rules_rule(const policy_rules_t *self, size_t i); /* eval order */
 size_t policy_rules_naliases(const policy_rules_t *self);
 const policy_alias_t *policy_rules_alias(const policy_rules_t *self, size_t i); /* by name */
+/* spec.labels of every policy (policy_labels; finished with the rules). */
+policy_labels_t *policy_rules_labels(const policy_rules_t *self);
 size_t policy_rules_nlimits(const policy_rules_t *self);
 const policy_limit_t *policy_rules_limit(const policy_rules_t *self, size_t i); /* by tenant */
 

@@ -581,7 +581,11 @@ static void test_policy_hash_field(void **state)
     ipl_policy_t p = {.version = 7, .source = "s", .hash = 0xfedcba9876543210ULL};
     msgpack_sbuffer_clear(&buf);
     assert_int_equal(ipl_msg_encode(IPL_MSG_POLICY, &p, &buf), IPL_OK);
-    assert_int_equal((unsigned char)buf.data[0], 0x90 | (2 + sd->nfields)); /* fixarray */
+    /* a fixarray up to 15 elements, then array 16 */
+    if (2 + sd->nfields <= 15)
+        assert_int_equal((unsigned char)buf.data[0], 0x90 | (2 + sd->nfields));
+    else
+        assert_int_equal((unsigned char)buf.data[0], 0xdc);
     assert_int_equal(ipl_msg_decode(buf.data, buf.size, &out), IPL_OK);
     assert_true(out.u.policy.hash == 0xfedcba9876543210ULL);
     assert_int_equal(out.u.policy.version, 7);
@@ -603,9 +607,9 @@ static void test_catalogue_is_consistent(void **state)
     assert_string_equal(ipl_msg_type_name(0), "unknown");
     size_t ns;
     const ipl_proto_struct_t *const *structs = ipl_proto_structs(&ns);
-    assert_int_equal(ns, 11);
+    assert_int_equal(ns, 13);
     assert_string_equal(structs[2]->name, "candidate");
-    assert_string_equal(structs[ns - 1]->name, "limit");
+    assert_string_equal(structs[ns - 1]->name, "label_class");
 }
 
 int main(void)

@@ -7,6 +7,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -107,6 +108,15 @@ static ipl_limit_t s_limits[] = {
      .output_tokens_per_minute = 200000,
      .concurrent_requests = 32}};
 
+static char *s_keywords[] = {"#include", "def "};
+static char *s_examples[] = {"what is 2+2", "capital of France"};
+static ipl_label_rule_t s_label_rules[] = {
+    {.policy = "routing", .label = "code", .keywords = s_keywords, .keywords_len = 2,
+     .substring = true, .regex = ""},
+    {.policy = "routing", .label = "finance", .regex = "invoice", .icase = true}};
+static ipl_label_class_t s_label_classes[] = {
+    {.policy = "routing", .label = "simple", .examples = s_examples, .examples_len = 2}};
+
 #define N(a) (uint32_t)(sizeof(a) / sizeof(a)[0])
 
 static ipl_policy_t s_full(void)
@@ -131,7 +141,13 @@ static ipl_policy_t s_full(void)
                           .alias_targets = s_alias_targets,
                           .alias_targets_len = N(s_alias_targets),
                           .limits = s_limits,
-                          .limits_len = N(s_limits)};
+                          .limits_len = N(s_limits),
+                          .label_detectors = "email,card",
+                          .label_threshold_percent = 60,
+                          .label_rules = s_label_rules,
+                          .label_rules_len = N(s_label_rules),
+                          .label_classes = s_label_classes,
+                          .label_classes_len = N(s_label_classes)};
 }
 
 static void s_encode(const ipl_policy_t *p, msgpack_sbuffer *buf)
@@ -301,29 +317,43 @@ static void test_each_element_round_trips_alone(void **state)
         msgpack_sbuffer_destroy(&a);
         msgpack_sbuffer_destroy(&b);
     }
-    assert_int_equal(nopt, 8); /* backends .. limits */
+    assert_int_equal(nopt, 10); /* backends .. limits, label_rules, label_classes */
 }
 
 /* The first `nfields` fields of POLICY, element arrays empty: as a policy service that
  * predates the later fields sends it. */
-static void s_pack_old(msgpack_sbuffer *buf, size_t nfields)
+/* POLICY fields [from, to) with stand-in values by type: a number, a string ("old" when
+ * `old`, else nil), an empty array. */
+static void s_pack_fields(msgpack_packer *pk, size_t from, size_t to, bool old)
 {
     const ipl_proto_struct_t *sd = ipl_proto_msg_desc(IPL_MSG_POLICY)->body;
-    msgpack_packer pk;
-    msgpack_sbuffer_init(buf);
-    msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
-    msgpack_pack_array(&pk, 2 + nfields);
-    msgpack_pack_uint64(&pk, IPL_PROTO_VERSION);
-    msgpack_pack_uint64(&pk, IPL_MSG_POLICY);
-    for (size_t i = 0; i < nfields; i++) {
+    for (size_t i = from; i < to && i < sd->nfields; i++) {
         const ipl_proto_field_t *f = &sd->fields[i];
         if (f->type == IPL_FT_U64)
-            msgpack_pack_uint64(&pk, 5);
+            msgpack_pack_uint64(pk, old ? 5 : 0);
+        else if (f->type == IPL_FT_STR && old)
+            msgpack_pack_str_with_body(pk, "old", 3);
         else if (f->type == IPL_FT_STR)
-            msgpack_pack_str_with_body(&pk, "old", 3);
+            msgpack_pack_nil(pk);
         else
-            msgpack_pack_array(&pk, 0);
+            msgpack_pack_array(pk, 0);
     }
+}
+
+static void s_pack_head(msgpack_sbuffer *buf, msgpack_packer *pk, size_t nfields)
+{
+    msgpack_sbuffer_init(buf);
+    msgpack_packer_init(pk, buf, msgpack_sbuffer_write);
+    msgpack_pack_array(pk, 2 + nfields);
+    msgpack_pack_uint64(pk, IPL_PROTO_VERSION);
+    msgpack_pack_uint64(pk, IPL_MSG_POLICY);
+}
+
+static void s_pack_old(msgpack_sbuffer *buf, size_t nfields)
+{
+    msgpack_packer pk;
+    s_pack_head(buf, &pk, nfields);
+    s_pack_fields(&pk, 0, nfields, true);
 }
 
 static void test_old_frames_decode_with_the_new_fields_empty(void **state)
@@ -379,14 +409,11 @@ static void test_old_frames_decode_with_the_new_fields_empty(void **state)
 static void s_pack_with(msgpack_sbuffer *buf, size_t upto, const char *tail, size_t tail_len,
                         size_t nfields)
 {
-    const ipl_proto_struct_t *sd = ipl_proto_msg_desc(IPL_MSG_POLICY)->body;
-    s_pack_old(buf, upto);
-    buf->data[0] = (char)(0x90 | (2 + nfields)); /* fixarray: every POLICY fits one */
-    msgpack_sbuffer_write(buf, tail, tail_len);
     msgpack_packer pk;
-    msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
-    for (size_t i = upto + 1; i < nfields && i < sd->nfields; i++)
-        msgpack_pack_array(&pk, 0);
+    s_pack_head(buf, &pk, nfields);
+    s_pack_fields(&pk, 0, upto, true);
+    msgpack_sbuffer_write(buf, tail, tail_len);
+    s_pack_fields(&pk, upto + 1, nfields, false);
 }
 
 static size_t s_field(const char *name)

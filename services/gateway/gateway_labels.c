@@ -21,6 +21,39 @@ void gateway_labels_clear(gateway_labels_t *labels)
     labels->len = 0;
 }
 
+int gateway_labels_add(gateway_labels_t *labels, const char *const *more, size_t n)
+{
+    const char *all[GATEWAY_LABELS_MAX];
+    size_t count = 0, bytes = 0;
+    for (uint32_t i = 0; i < labels->len && count < GATEWAY_LABELS_MAX; i++)
+        all[count++] = labels->labels[i];
+    size_t had = count;
+    for (size_t i = 0; i < n && count < GATEWAY_LABELS_MAX; i++) {
+        bool seen = false;
+        for (size_t k = 0; k < count && !seen; k++)
+            seen = !strcmp(all[k], more[i]);
+        if (!seen) all[count++] = more[i];
+    }
+    if (count == had) return 0;
+    for (size_t i = 0; i < count; i++)
+        bytes += strlen(all[i]) + 1;
+    char *block = malloc((GATEWAY_LABELS_MAX + 1) * sizeof(char *) + bytes);
+    if (!block) return IPL_E_NOMEM;
+    char **ptrs = (char **)block;
+    char *text = block + (GATEWAY_LABELS_MAX + 1) * sizeof(char *);
+    for (size_t i = 0; i < count; i++) {
+        size_t len = strlen(all[i]) + 1;
+        memcpy(text, all[i], len);
+        ptrs[i] = text;
+        text += len;
+    }
+    ptrs[count] = NULL;
+    free(labels->labels);
+    labels->labels = ptrs;
+    labels->len = (uint32_t)count;
+    return 0;
+}
+
 static bool s_blank(char c)
 {
     return c == ' ' || c == '\t';

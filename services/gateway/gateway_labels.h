@@ -39,4 +39,8 @@ int gateway_labels_parse(const char *header, const char *value, gateway_labels_t
                          gateway_api_error_t *err);
 void gateway_labels_clear(gateway_labels_t *labels);
 
+/* Adds more[0..n) to *labels (copied; repeats dropped; at most GATEWAY_LABELS_MAX in all:
+ * the rest are left out). 0, or IPL_E_NOMEM (*labels unchanged). */
+int gateway_labels_add(gateway_labels_t *labels, const char *const *more, size_t n);
+
 #endif

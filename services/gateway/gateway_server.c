@@ -37,6 +37,7 @@
 #include "gateway_proxy.h"
 #include "gateway_route.h"
 #include "gateway_rule_headers.h"
+#include "gateway_semantic.h"
 #include "gateway_sse.h"
 #include "gateway_verdict.h"
 #include "ipl_clock.h"
@@ -71,6 +72,12 @@ struct gateway_server {
     uint64_t created_s;
     ipl_metric_t *retries, *records_dropped, *deferrals;
 };
+
+/* What the gateway builds once per policy version (the policy view's attachment). */
+typedef struct {
+    gateway_rule_headers_t *headers; /* the header names the rules match on */
+    gateway_semantic_t *labels;      /* the labeller of spec.labels (NULL: none could build) */
+} s_attached_t;
 
 /* One client request. */
 typedef struct {
@@ -451,7 +458,8 @@ static const char *s_request_header(void *arg, const char *name)
 
 /* The ROUTE_REQ's labels (from the trusted header only) and the headers the policy's rules
  * name (the set of the policy version the view holds). 0, or fills *err. */
-static int s_route_inputs(gateway_server_t *srv, const ipl_http_req_t *req, ipl_route_req_t *rr,
+static int s_route_inputs(gateway_server_t *srv, const ipl_http_req_t *req,
+                          const gateway_api_req_t *api, ipl_route_req_t *rr,
                           gateway_labels_t *labels, gateway_api_error_t *err)
 {
     if (srv->label_header) {
@@ -459,13 +467,21 @@ static int s_route_inputs(gateway_server_t *srv, const ipl_http_req_t *req, ipl_
                                       ipl_http_req_header(req, srv->label_header), labels, err);
         if (rc == IPL_E_NOMEM) goto nomem;
         if (rc != 0) return rc;
-        rr->labels = labels->labels;
-        rr->labels_len = labels->len;
     }
     ipl_policy_snap_t *snap = ipl_policy_view_get(srv->policy);
-    int rc = gateway_rule_headers_collect(snap ? snap->attached : NULL, s_request_header,
-                                          (void *)req, &rr->headers, &rr->headers_len);
+    const s_attached_t *a = snap ? snap->attached : NULL;
+    /* the prompt's own labels (detectors, the operators' rules and classifier), copied while
+     * the snapshot that owns the labeller is held */
+    const char *found[GATEWAY_LABELS_MAX];
+    size_t n = gateway_semantic_eval(a ? a->labels : NULL, api->prompt, api->prompt_len, found,
+                                     GATEWAY_LABELS_MAX);
+    int rc = gateway_labels_add(labels, found, n < GATEWAY_LABELS_MAX ? n : GATEWAY_LABELS_MAX);
+    if (rc == 0)
+        rc = gateway_rule_headers_collect(a ? a->headers : NULL, s_request_header, (void *)req,
+                                          &rr->headers, &rr->headers_len);
     if (snap) ipl_policy_view_release(srv->policy, &snap);
+    rr->labels = labels->labels;
+    rr->labels_len = labels->len;
     if (rc == 0) return 0;
 nomem:
     gateway_api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
@@ -746,7 +762,7 @@ static void s_completion(gateway_server_t *srv, gateway_api_kind_t kind, const i
         return;
     }
     gateway_labels_t labels = {0};
-    if (s_route_inputs(srv, req, &rr, &labels, &err) != 0) {
+    if (s_route_inputs(srv, req, api, &rr, &labels, &err) != 0) {
         free(rr.hashes);
         gateway_api_req_destroy(&api);
         free(chat_json); /* the upstream body was copied from it */
@@ -936,17 +952,28 @@ void gateway_server_register_admin(gateway_server_t *self, ipl_httpd_t *admin)
 /* ---- life cycle ---------------------------------------------------------------------------- */
 
 /* Per policy version, on the view's thread: the header names its rules match on. */
-static void *s_attach(void *arg, const ipl_policy_t *policy)
-{
-    (void)arg;
-    return gateway_rule_headers_new(policy);
-}
-
 static void s_detach(void *arg, void *attached)
 {
     (void)arg;
-    gateway_rule_headers_t *set = attached;
-    gateway_rule_headers_destroy(&set);
+    s_attached_t *a = attached;
+    if (!a) return;
+    gateway_rule_headers_destroy(&a->headers);
+    gateway_semantic_destroy(&a->labels);
+    free(a);
+}
+
+static void *s_attach(void *arg, const ipl_policy_t *policy)
+{
+    s_attached_t *a = calloc(1, sizeof *a);
+    if (!a) return NULL;
+    a->headers = gateway_rule_headers_new(policy);
+    char err[512] = "";
+    a->labels = gateway_semantic_new(policy, err, sizeof err);
+    if (!a->labels)
+        IPL_ERROR("policy_labels_invalid", "version=%llu error=\"%s\" (no computed labels)",
+                  (unsigned long long)policy->version, err);
+    (void)arg;
+    return a;
 }
 
 bool gateway_server_ready(void *arg, char *detail, size_t size)

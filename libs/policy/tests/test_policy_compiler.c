@@ -644,6 +644,23 @@ static const pt_case_t s_kind_errors[] = {
      "p.yaml:7:12: InferenceWorkerSet \"w2\": spec.profile \"L40S 27B\" is not a valid name: use "
      "lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, at most "
      "63 characters"},
+    {"label detector unknown",
+     PT_HEAD("InferencePolicy", "lp") "spec:\n  labels: {detectors: [email, passport]}\n",
+     "p.yaml:5:31: InferencePolicy \"lp\": spec.labels.detectors[1] \"passport\" is not a "
+     "detector; the detectors are email, phone, iban, card, ssn, cz_birth_number, ua_tax_id"},
+    {"label rule without keywords or regex",
+     PT_HEAD("InferencePolicy", "lp") "spec:\n  labels: {rules: [{label: x}]}\n",
+     "p.yaml:5:20: InferencePolicy \"lp\": spec.labels.rules[0] needs keywords or a regex (or "
+     "both)"},
+    {"label regex that does not compile",
+     PT_HEAD("InferencePolicy", "lp") "spec:\n  labels: {rules: [{label: x, regex: 'a(b'}]}\n",
+     "p.yaml:5:11: InferencePolicy \"lp\": spec.labels (with every policy's labels): rules[0] "
+     "(label \"x\"): regex \"a(b\": Unmatched ( or \\("},
+    {"classifier threshold out of range",
+     PT_HEAD("InferencePolicy", "lp") "spec:\n  labels: {classifier: {threshold: 2, classes: "
+                                      "[{label: a, examples: [x]}]}}\n",
+     "p.yaml:5:36: InferencePolicy \"lp\": spec.labels.classifier.threshold must be a number "
+     "between 0 and 1 (e.g. 0.6)"},
     {"api unknown",
      WS("  model: m2\n  workers: [{name: x0, url: 'http://h:9'}]\n  apis: [openai, grpc]\n"),
      "p.yaml:7:9: InferenceWorkerSet \"w2\": spec.apis[1] \"grpc\" is not an API; use openai and, "

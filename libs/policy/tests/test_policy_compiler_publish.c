@@ -170,6 +170,20 @@ static void test_policy_full_is_published(void **state)
     for (uint32_t i = 0; i < p->workers_len; i++)
         assert_int_equal(p->workers[i].messages_api, !strcmp(p->workers[i].worker_set, "large"));
 
+    // labels: the detectors, the threshold, the rules and the classes, by policy
+    assert_string_equal(p->label_detectors, "email,phone,iban,card,ssn,cz_birth_number,ua_tax_id");
+    assert_int_equal(p->label_threshold_percent, 60);
+    assert_int_equal(p->label_rules_len, 2);
+    assert_string_equal(p->label_rules[0].label, "code");
+    assert_true(p->label_rules[0].substring);
+    assert_int_equal(p->label_rules[0].keywords_len, 3);
+    assert_string_equal(p->label_rules[1].regex, "invoice|remittance|wire transfer");
+    assert_true(p->label_rules[1].icase);
+    assert_int_equal(p->label_classes_len, 2);
+    assert_string_equal(p->label_classes[1].label, "complex");
+    assert_int_equal(p->label_classes[1].examples_len, 3);
+    assert_string_equal(p->label_classes[0].policy, "routing");
+
     // backends: by name; the secret's source, never its value
     assert_int_equal(p->backends_len, 2);
     const ipl_backend_t *b = &p->backends[0];

@@ -405,7 +405,7 @@ static const pt_case_t s_errors[] = {
      "1000000, got \"2000000\""},
     {"unknown spec field", P("  rule: []\n"),
      "p.yaml:5:3: InferencePolicy \"p\": spec.rule is not a known field; did you mean \"rules\"? "
-     "(known: priority, rules, aliases, limits)"},
+     "(known: priority, rules, aliases, limits, labels)"},
     // aliases
     {"alias names model and pool",
      P("  aliases: [{name: al, targets: [{model: small-model, pool: chat}]}]\n"),

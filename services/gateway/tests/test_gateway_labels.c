@@ -91,11 +91,44 @@ static void test_limits(void **state)
     s_bad("a,b\001c", "control character");
 }
 
+/* The trusted header's labels and the computed ones together: repeats dropped, the header's
+ * first, at most GATEWAY_LABELS_MAX in all. */
+static void test_add(void **state)
+{
+    (void)state;
+    gateway_labels_t l = {0};
+    gateway_api_error_t err = {0};
+    const char *found[] = {"pii", "pii:email"};
+    assert_int_equal(gateway_labels_add(&l, found, 2), 0); // onto nothing
+    assert_int_equal(l.len, 2);
+    assert_string_equal(l.labels[1], "pii:email");
+    gateway_labels_clear(&l);
+    assert_int_equal(gateway_labels_parse(H, "finance, pii", &l, &err), 0);
+    assert_int_equal(gateway_labels_add(&l, found, 2), 0);
+    assert_int_equal(l.len, 3);
+    assert_string_equal(l.labels[0], "finance");
+    assert_string_equal(l.labels[1], "pii");
+    assert_string_equal(l.labels[2], "pii:email");
+    assert_int_equal(gateway_labels_add(&l, found, 0), 0); // nothing new: unchanged
+    assert_int_equal(l.len, 3);
+    const char *many[GATEWAY_LABELS_MAX + 5];
+    char names[GATEWAY_LABELS_MAX + 5][8];
+    for (int i = 0; i < GATEWAY_LABELS_MAX + 5; i++) {
+        snprintf(names[i], sizeof names[i], "l%d", i);
+        many[i] = names[i];
+    }
+    assert_int_equal(gateway_labels_add(&l, many, GATEWAY_LABELS_MAX + 5), 0);
+    assert_int_equal(l.len, GATEWAY_LABELS_MAX); // the rest left out
+    assert_string_equal(l.labels[0], "finance");
+    gateway_labels_clear(&l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lists),
         cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_add),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
