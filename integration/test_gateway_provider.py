@@ -331,6 +331,11 @@ class TestGatewayProvider(unittest.TestCase):
             self.assertEqual(status, 503, (text, raw[:300]))
             self.assertEqual(hdrs["x-inferplane-rule"], "guard/pii-local")
         self.assertEqual(self.received(sim, before + 1)["received"], before + 1)
+        # the labels reach the records: counted by name at the exporter
+        wait_until(lambda: metric(scrape(ex.admin_url), "inferplane_request_labels_total",
+                                  label="pii:email") >= 1, 5, what="pii:email at the exporter")
+        self.assertGreaterEqual(metric(scrape(ex.admin_url), "inferplane_request_labels_total",
+                                       label="pii"), 5)
 
 
 # ---- verdicts, against a fake decider -----------------------------------------------------------

@@ -416,7 +416,10 @@ enum {
     F(X, u64, prompt_tokens, "prompt tokens (usage)")                                              \
     F(X, u64, cached_tokens, "cached prompt tokens (usage.prompt_tokens_details)")                 \
     F(X, u64, completion_tokens, "completion tokens (usage)")                                      \
-    F(X, f64, predicted_ttft_s, "decider's prediction, for calibration")
+    F(X, f64, predicted_ttft_s, "decider's prediction, for calibration")                          \
+    F(X, opt_strs, labels,                                                                        \
+      "the request's semantic labels (names only: the gateway's and the trusted header's); none " \
+      "from gateways that predate it")
 
 #define IPL_PROTO_FIELDS_routed(F, A, X)                                                           \
     F(X, str, decider, "id of the decider that routed (its --id)")                                 \

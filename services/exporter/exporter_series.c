@@ -22,6 +22,7 @@
 
 #define S_LABEL_VALUE_MAX 256 /* escaped bytes kept per label value */
 #define S_OVERFLOW        "__overflow__"
+#define S_MAX_LABEL_NAMES 64 /* distinct label values of inferplane_request_labels_total */
 
 /* Reasons pre-registered at 0 so that dashboards see the series before the first drop. */
 static const char *const s_drop_reasons[] = {"truncated",       "wrong_type",   "out_of_range",
@@ -39,6 +40,8 @@ struct exporter_series {
     zhashx_t *sets;         /* labels → s_set_t */
     size_t max_sets;
     s_set_t *overflow; /* lazily created, also in `sets` */
+    char *label_names[S_MAX_LABEL_NAMES]; /* the label values seen (owned), for the cap */
+    size_t nlabel_names;
     ipl_metric_t *overflowed;
     atomic_uint_fast64_t records, dropped;
 };
@@ -80,6 +83,8 @@ void exporter_series_destroy(exporter_series_t **self_p)
     exporter_series_t *self = *self_p;
     if (!self) return;
     zhashx_destroy(&self->sets); /* frees every set, overflow included */
+    for (size_t i = 0; i < self->nlabel_names; i++)
+        free(self->label_names[i]);
     free(self);
     *self_p = NULL;
 }
@@ -166,6 +171,28 @@ static bool s_positive(double v)
     return isfinite(v) && v > 0;
 }
 
+/* inferplane_request_labels_total{label}: requests by semantic label (names only), at most
+ * S_MAX_LABEL_NAMES distinct values, the rest as __overflow__. */
+static void s_count_label(exporter_series_t *self, const char *label)
+{
+    if (!label || !*label) return;
+    const char *value = NULL;
+    for (size_t i = 0; i < self->nlabel_names && !value; i++)
+        if (!strcmp(self->label_names[i], label)) value = self->label_names[i];
+    if (!value && self->nlabel_names < S_MAX_LABEL_NAMES) {
+        char *copy = strdup(label);
+        if (copy) value = self->label_names[self->nlabel_names++] = copy;
+    }
+    if (!value) value = S_OVERFLOW;
+    char esc[S_LABEL_VALUE_MAX], labels[S_LABEL_VALUE_MAX + 16];
+    ipl_metrics_escape(esc, sizeof esc, value);
+    snprintf(labels, sizeof labels, "label=\"%s\"", esc);
+    ipl_metric_inc(ipl_metrics_counter(self->metrics, "inferplane_request_labels_total",
+                                       "Client requests by semantic label (a request counts "
+                                       "once per label it has).",
+                                       labels));
+}
+
 void exporter_series_apply(exporter_series_t *self, const ipl_record_t *rec)
 {
     assert(self && rec);
@@ -185,6 +212,9 @@ void exporter_series_apply(exporter_series_t *self, const ipl_record_t *rec)
         snprintf(full, sizeof(full), "%s,status_code=\"other\"", set->labels);
     ipl_metric_inc(ipl_metrics_counter(self->metrics, "inferplane_requests_total",
                                        "Client requests completed, by HTTP status code.", full));
+
+    for (uint32_t i = 0; i < rec->labels_len && i < 32; i++)
+        s_count_label(self, rec->labels[i]);
 
     if (rec->status_code < 200 || rec->status_code > 299)
         return; /* failed requests have no meaningful latency or usage */

@@ -98,6 +98,7 @@ typedef struct {
     const char *raw;          /* /v1/messages: the client's body (borrowed from the request) */
     size_t raw_len;
     bool passthrough;  /* /v1/messages to a worker that serves it: no translation */
+    gateway_labels_t labels; /* its semantic labels (the record's) */
     int retry_after_s; /* a deferral that ran out: the Retry-After to send */
     double predicted_ttft_s;
     uint64_t predicted_cached;
@@ -176,6 +177,7 @@ static void s_call_free(s_call_t **call_p)
     free(call->backend);
     gateway_provider_destroy(&call->trip);
     gateway_messages_destroy(&call->msgs);
+    gateway_labels_clear(&call->labels);
     gateway_sse_destroy(&call->sse);
     free(call);
     *call_p = NULL;
@@ -220,6 +222,8 @@ static void s_finish(s_call_t *call, int status, const char *reason, uint64_t en
     rec.stream = call->stream;
     rec.e2e_s = (double)(end_ns - call->start_ns) / 1e9;
     rec.predicted_ttft_s = call->predicted_ttft_s;
+    rec.labels = call->labels.labels;
+    rec.labels_len = call->labels.len;
     rec.prompt_tokens = call->prompt_tokens;
     if (st) {
         /* TTFT: the first generated text (streams) or the first byte (a JSON body). */
@@ -761,8 +765,7 @@ static void s_completion(gateway_server_t *srv, gateway_api_kind_t kind, const i
         s_fail(&call, resp, &err);
         return;
     }
-    gateway_labels_t labels = {0};
-    if (s_route_inputs(srv, req, api, &rr, &labels, &err) != 0) {
+    if (s_route_inputs(srv, req, api, &rr, &call->labels, &err) != 0) {
         free(rr.hashes);
         gateway_api_req_destroy(&api);
         free(chat_json); /* the upstream body was copied from it */
@@ -789,7 +792,6 @@ static void s_completion(gateway_server_t *srv, gateway_api_kind_t kind, const i
     }
     free(rr.hashes);
     free(rr.headers);
-    gateway_labels_clear(&labels);
     free(upstream_model);
     if (rc != 0) {
         if (call->worker[0]) s_decision_headers(call, resp);

@@ -172,6 +172,30 @@ static void test_labels_are_escaped(void **state)
                           "status_code=\"200\"") == 1);
 }
 
+/* Semantic labels are counted by name, at most 64 distinct ones (then __overflow__). */
+static void test_semantic_labels(void **state)
+{
+    fixture_t *f = *state;
+    ipl_record_t r = s_record();
+    char *two[] = {"pii", "pii:email"};
+    r.labels = two;
+    r.labels_len = 2;
+    exporter_series_apply(f->series, &r);
+    exporter_series_apply(f->series, &r);
+    assert_true(s_counter(f, "inferplane_request_labels_total", "label=\"pii\"") == 2);
+    assert_true(s_counter(f, "inferplane_request_labels_total", "label=\"pii:email\"") == 2);
+    char names[70][8], *one[1];
+    for (int i = 0; i < 70; i++) {
+        snprintf(names[i], sizeof names[i], "l%d", i);
+        one[0] = names[i];
+        r.labels = one;
+        r.labels_len = 1;
+        exporter_series_apply(f->series, &r);
+    }
+    assert_true(s_counter(f, "inferplane_request_labels_total", "label=\"l61\"") == 1);
+    assert_true(s_counter(f, "inferplane_request_labels_total", "label=\"__overflow__\"") == 8);
+}
+
 static void test_label_sets_are_capped(void **state)
 {
     fixture_t *f = *state; /* cap 3 */
@@ -254,6 +278,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_odd_values_are_clamped_or_skipped, s_setup,
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_labels_are_escaped, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_semantic_labels, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_label_sets_are_capped, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_frames, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_drop_reason, s_setup, s_teardown),
