@@ -37,7 +37,7 @@
 #include "gateway_proxy.h"
 #include "gateway_route.h"
 #include "gateway_rule_headers.h"
-#include "gateway_semantic.h"
+#include "policy_labeller.h"
 #include "gateway_sse.h"
 #include "gateway_verdict.h"
 #include "ipl_clock.h"
@@ -76,7 +76,7 @@ struct gateway_server {
 /* What the gateway builds once per policy version (the policy view's attachment). */
 typedef struct {
     gateway_rule_headers_t *headers; /* the header names the rules match on */
-    gateway_semantic_t *labels;      /* the labeller of spec.labels (NULL: none could build) */
+    policy_labeller_t *labels;      /* the labeller of spec.labels (NULL: none could build) */
 } s_attached_t;
 
 /* One client request. */
@@ -477,7 +477,7 @@ static int s_route_inputs(gateway_server_t *srv, const ipl_http_req_t *req,
     /* the prompt's own labels (detectors, the operators' rules and classifier), copied while
      * the snapshot that owns the labeller is held */
     const char *found[GATEWAY_LABELS_MAX];
-    size_t n = gateway_semantic_eval(a ? a->labels : NULL, api->prompt, api->prompt_len, found,
+    size_t n = policy_labeller_eval(a ? a->labels : NULL, api->prompt, api->prompt_len, found,
                                      GATEWAY_LABELS_MAX);
     int rc = gateway_labels_add(labels, found, n < GATEWAY_LABELS_MAX ? n : GATEWAY_LABELS_MAX);
     if (rc == 0)
@@ -960,7 +960,7 @@ static void s_detach(void *arg, void *attached)
     s_attached_t *a = attached;
     if (!a) return;
     gateway_rule_headers_destroy(&a->headers);
-    gateway_semantic_destroy(&a->labels);
+    policy_labeller_destroy(&a->labels);
     free(a);
 }
 
@@ -970,7 +970,7 @@ static void *s_attach(void *arg, const ipl_policy_t *policy)
     if (!a) return NULL;
     a->headers = gateway_rule_headers_new(policy);
     char err[512] = "";
-    a->labels = gateway_semantic_new(policy, err, sizeof err);
+    a->labels = policy_labeller_new(policy, err, sizeof err);
     if (!a->labels)
         IPL_ERROR("policy_labels_invalid", "version=%llu error=\"%s\" (no computed labels)",
                   (unsigned long long)policy->version, err);

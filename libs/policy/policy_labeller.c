@@ -1,7 +1,7 @@
 /*
- * gateway_semantic — see the header.
+ * policy_labeller — see the header.
  */
-#include "gateway_semantic.h"
+#include "policy_labeller.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +9,7 @@
 
 #include "labels_set.h"
 
-struct gateway_semantic {
+struct policy_labeller {
     labels_set_t *set;
 };
 
@@ -30,7 +30,7 @@ static int64_t s_detectors(const char *list)
     return bits;
 }
 
-gateway_semantic_t *gateway_semantic_new(const ipl_policy_t *policy, char *err, size_t errlen)
+policy_labeller_t *policy_labeller_new(const ipl_policy_t *policy, char *err, size_t errlen)
 {
     int64_t detectors = s_detectors(policy->label_detectors);
     if (detectors < 0) {
@@ -40,7 +40,7 @@ gateway_semantic_t *gateway_semantic_new(const ipl_policy_t *policy, char *err, 
     }
     labels_rule_config_t *rules = calloc(policy->label_rules_len + 1, sizeof *rules);
     labels_class_config_t *classes = calloc(policy->label_classes_len + 1, sizeof *classes);
-    gateway_semantic_t *self = calloc(1, sizeof *self);
+    policy_labeller_t *self = calloc(1, sizeof *self);
     if (!rules || !classes || !self) {
         snprintf(err, errlen, "out of memory");
         free(rules);
@@ -72,11 +72,11 @@ gateway_semantic_t *gateway_semantic_new(const ipl_policy_t *policy, char *err, 
     self->set = labels_set_new(&cfg, err, errlen); // copies what it needs
     free(rules);
     free(classes);
-    if (!self->set) gateway_semantic_destroy(&self);
+    if (!self->set) policy_labeller_destroy(&self);
     return self;
 }
 
-void gateway_semantic_destroy(gateway_semantic_t **self_p)
+void policy_labeller_destroy(policy_labeller_t **self_p)
 {
     if (!self_p || !*self_p) return;
     labels_set_destroy(&(*self_p)->set);
@@ -84,7 +84,7 @@ void gateway_semantic_destroy(gateway_semantic_t **self_p)
     *self_p = NULL;
 }
 
-size_t gateway_semantic_eval(const gateway_semantic_t *self, const char *text, size_t len,
+size_t policy_labeller_eval(const policy_labeller_t *self, const char *text, size_t len,
                              const char **out, size_t max)
 {
     return self ? labels_eval(self->set, text, len, out, max) : 0;

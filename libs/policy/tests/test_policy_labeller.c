@@ -1,5 +1,5 @@
 /*
- * Unit tests of gateway_semantic: a POLICY's label_* fields to the labeller — every detector
+ * Unit tests of policy_labeller: a POLICY's label_* fields to the labeller — every detector
  * by default, a chosen few, none, an operator's keyword rule, a classifier — and a policy that
  * names a detector the gateway lacks.
  */
@@ -11,11 +11,11 @@
 
 #include <cmocka.h>
 
-#include "gateway_semantic.h"
+#include "policy_labeller.h"
 
-static size_t s_labels(const gateway_semantic_t *s, const char *text, const char **out)
+static size_t s_labels(const policy_labeller_t *s, const char *text, const char **out)
 {
-    return gateway_semantic_eval(s, text, strlen(text), out, 32);
+    return policy_labeller_eval(s, text, strlen(text), out, 32);
 }
 
 static bool s_has(const char **out, size_t n, const char *label)
@@ -31,29 +31,29 @@ static void test_detectors(void **state)
     char err[256];
     const char *out[32];
     ipl_policy_t p = {0}; // nothing set: every detector
-    gateway_semantic_t *s = gateway_semantic_new(&p, err, sizeof err);
+    policy_labeller_t *s = policy_labeller_new(&p, err, sizeof err);
     assert_non_null(s);
     size_t n = s_labels(s, "write to jan.novak@example.cz or card 4111 1111 1111 1111", out);
     assert_true(s_has(out, n, "pii"));
     assert_true(s_has(out, n, "pii:email"));
     assert_true(s_has(out, n, "pii:card"));
     assert_int_equal(s_labels(s, "nothing personal here", out), 0);
-    gateway_semantic_destroy(&s);
+    policy_labeller_destroy(&s);
     assert_null(s);
     p.label_detectors = "card"; // only cards
-    s = gateway_semantic_new(&p, err, sizeof err);
+    s = policy_labeller_new(&p, err, sizeof err);
     n = s_labels(s, "write to jan.novak@example.cz or card 4111 1111 1111 1111", out);
     assert_true(s_has(out, n, "pii:card"));
     assert_false(s_has(out, n, "pii:email"));
-    gateway_semantic_destroy(&s);
+    policy_labeller_destroy(&s);
     p.label_detectors = ""; // none
-    s = gateway_semantic_new(&p, err, sizeof err);
+    s = policy_labeller_new(&p, err, sizeof err);
     assert_int_equal(s_labels(s, "jan.novak@example.cz", out), 0);
-    gateway_semantic_destroy(&s);
+    policy_labeller_destroy(&s);
     p.label_detectors = "email,passport";
-    assert_null(gateway_semantic_new(&p, err, sizeof err));
+    assert_null(policy_labeller_new(&p, err, sizeof err));
     assert_non_null(strstr(err, "passport"));
-    assert_int_equal(gateway_semantic_eval(NULL, "x", 1, out, 32), 0);
+    assert_int_equal(policy_labeller_eval(NULL, "x", 1, out, 32), 0);
 }
 
 static void test_operator_labels(void **state)
@@ -79,7 +79,7 @@ static void test_operator_labels(void **state)
                       .label_threshold_percent = 60};
     char err[256];
     const char *out[32];
-    gateway_semantic_t *s = gateway_semantic_new(&p, err, sizeof err);
+    policy_labeller_t *s = policy_labeller_new(&p, err, sizeof err);
     assert_non_null(s);
     size_t n = s_labels(s, "Where is Bluebird? See INVOICE 2291.", out);
     assert_true(s_has(out, n, "project"));
@@ -87,9 +87,9 @@ static void test_operator_labels(void **state)
     n = s_labels(s, "design a multi region database failover plan", out);
     assert_true(s_has(out, n, "complex"));
     assert_false(s_has(out, n, "simple"));
-    gateway_semantic_destroy(&s);
+    policy_labeller_destroy(&s);
     rules[1].regex = "a(b"; // does not build: said, not guessed
-    assert_null(gateway_semantic_new(&p, err, sizeof err));
+    assert_null(policy_labeller_new(&p, err, sizeof err));
     assert_non_null(strstr(err, "regex"));
 }
 
