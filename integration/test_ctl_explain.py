@@ -78,6 +78,21 @@ class TestCtlExplain(unittest.TestCase):
         self.assertIn("labels [pii]", out.stdout)
         self.assertIn("an idle pool, the default", out.stdout)
 
+    def test_labels_found_in_the_prompt(self):
+        """The policy's spec.labels label --prompt as the gateway would: an e-mail address makes
+        it personal data without any --label."""
+        out = self.policy.explain("--model", "chat", "--time", "Mon 14:05", "--prompt",
+                                  "Send the report to jan.novak@example.cz, thanks")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("labels found in --prompt (as the gateway finds them): pii, pii:email",
+                      out.stderr)
+        self.assertEqual(rule_lines(out.stdout)["guardrails/pii-stays-local"][0], "✓")
+        out = self.policy.explain("--model", "chat", "--time", "Mon 14:05", "--prompt",
+                                  "Send the report to the team, thanks")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertNotIn("pii", out.stderr)
+        self.assertEqual(rule_lines(out.stdout)["guardrails/pii-stays-local"][0], "✗")
+
     def test_team_a_shows_every_earlier_rule_and_why(self):
         out = self.policy.explain("--model", "small-model", "--tenant", "team-a",
                                   "--prompt-tokens", "5000", "--time", "Wed 14:05")

@@ -39,6 +39,7 @@
 #include "decider_targets.h"
 #include "ipl_clock.h"
 #include "policy_compiler.h"
+#include "policy_labeller.h"
 #include "policy_digest.h"
 
 #define S_NAME_WIDTH 48 /* the policy/rule column at most; a longer name pushes its text right */
@@ -651,13 +652,44 @@ done:
     return rc;
 }
 
+/* The labels the gateway would find in --prompt (the policy's spec.labels: detectors, the
+ * operators' rules, the classifier), added to --label's; said on stderr. 0, or 2. */
+static int s_prompt_labels(s_opts_t *o, const ipl_policy_t *policy)
+{
+    if (!o->prompt) return 0;
+    char err[512] = "";
+    policy_labeller_t *l = policy_labeller_new(policy, err, sizeof err);
+    if (!l) {
+        fprintf(stderr, "inferplanectl explain: %s: the labels cannot be built: %s\n", o->policy,
+                err);
+        return 2;
+    }
+    const char *found[32];
+    size_t n = policy_labeller_eval(l, o->prompt, strlen(o->prompt), found, 32);
+    if (n > 32) n = 32;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        bool given = false;
+        for (uint32_t k = 0; k < o->attrs.nlabels && !given; k++)
+            given = !strcmp(o->attrs.labels[k], found[i]);
+        if (!given) rc = ctl_attrs_add(&o->attrs, "explain", false, found[i]);
+    }
+    fprintf(stderr, "labels found in --prompt (as the gateway finds them):");
+    for (size_t i = 0; i < n; i++)
+        fprintf(stderr, "%s %s", i ? "," : "", found[i]);
+    fprintf(stderr, "%s\n", n ? "" : " none");
+    policy_labeller_destroy(&l);
+    return rc ? 2 : 0;
+}
+
 int ctl_explain(int argc, char **argv)
 {
     s_opts_t o;
     int rc = s_parse(argc, argv, &o); // -1: --help
     if (rc == 0) {
         policy_compiler_t *c = s_compile(&o);
-        rc = c ? s_explain(&o, policy_compiler_policy(c)) : 2;
+        rc = c ? s_prompt_labels(&o, policy_compiler_policy(c)) : 2;
+        if (rc == 0) rc = s_explain(&o, policy_compiler_policy(c));
         policy_compiler_destroy(&c);
     }
     ctl_attrs_clear(&o.attrs);
