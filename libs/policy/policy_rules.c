@@ -716,6 +716,16 @@ static void s_check_rule(s_world_t *w, const s_rule_t *r)
                        policy_yaml_hint(hint, sizeof hint, rule->provider, w->providers,
                                         policy_remote_nproviders(w->remote)));
         }
+        // Matching only above the SLO, the rule never sees the predicted TTFT fall below the
+        // exit threshold: requests below the SLO skip it, so spilling stops at 100%, not at
+        // exitBelowPercent, and flaps around the SLO.
+        if (rule->while_above_slo && rule->match.predicted_ttft_above_slo == POLICY_TRI_TRUE)
+            policy_yaml_report(w->self->yaml, true, &rule->loc, S_KIND, rule->policy,
+                               "spec.rules[%zu] spills with hysteresis but matches only while "
+                               "pool.predictedTtftAboveSlo: below the SLO it does not match, so "
+                               "the exit threshold is never used; remove "
+                               "match.pool.predictedTtftAboveSlo",
+                               rule->index);
         break;
     default:
         break;

@@ -500,6 +500,25 @@ static void test_limits(void **state)
     free(doc2);
 }
 
+/* A spill with hysteresis that matches only above the SLO never sees its exit threshold: a
+ * warning (it compiles). */
+static void test_spill_matching_only_above_the_slo_warns(void **state)
+{
+    (void)state;
+    policy_compiler_t *c = pt_ok(PT_BASE, R("    - name: burst\n"
+                                            "      match: {pool: {predictedTtftAboveSlo: true}}\n"
+                                            "      spill: {provider: cloud}\n"));
+    bool warned = false;
+    for (size_t i = 0; i < policy_compiler_nwarnings(c); i++)
+        warned |= strstr(policy_compiler_warning(c, i), "the exit threshold is never used") != NULL;
+    assert_true(warned);
+    policy_compiler_destroy(&c);
+    c = pt_ok(PT_BASE, R("    - name: burst\n      spill: {provider: cloud}\n"));
+    for (size_t i = 0; i < policy_compiler_nwarnings(c); i++)
+        assert_null(strstr(policy_compiler_warning(c, i), "exit threshold"));
+    policy_compiler_destroy(&c);
+}
+
 static void test_every_validation_error(void **state)
 {
     (void)state;
@@ -515,6 +534,7 @@ int main(void)
         cmocka_unit_test(test_covers),
         cmocka_unit_test(test_every_validation_error),
         cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_spill_matching_only_above_the_slo_warns),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
