@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import unittest
 
-from lib.harness import Stack, free_port, http, http_json, requires, wait_until, zmq_endpoint
+from lib.harness import Stack, http, http_json, requires, wait_until
 from test_tenants import KEYS, KEY_A, KEY_C
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -55,24 +55,9 @@ class TestAnthropic(unittest.TestCase):
         sim = cls.sim = st.start_sim("w0", extra=list(cls.SIM_EXTRA))
         st.write("policy/p.yaml", POLICY % (cls.APIS, sim.url, sim.kv, sim.replay))
         keys = st.write("keys.yaml", KEYS)
-        pol_pub, pol_rep = zmq_endpoint(), zmq_endpoint()
-        st.start("policy", ["--dir", os.path.join(st.dir, "policy"), "--pub", pol_pub,
-                            "--rep", pol_rep])
-        agg_pull, agg_pub, agg_snap = zmq_endpoint(), zmq_endpoint(), zmq_endpoint()
-        st.start("aggregator", ["--pull", agg_pull, "--pub", agg_pub, "--snapshot", agg_snap])
-        st.start("collector", ["--aggregator", agg_pull, "--policy-sub", pol_pub,
-                               "--policy-req", pol_rep], ready=False)
-        dec = zmq_endpoint()
-        st.start("decider", ["--listen", dec, "--state-sub", agg_pub, "--state-snapshot",
-                             agg_snap, "--policy-sub", pol_pub, "--policy-req", pol_rep],
-                 ready=False)
-        pull = zmq_endpoint()
-        st.start("exporter", ["--pull", pull])
-        port = free_port()
-        st.start("gateway", ["--listen", "127.0.0.1:%d" % port, "--decider", dec,
-                             "--exporter", pull, "--policy-sub", pol_pub, "--policy-req", pol_rep,
-                             "--keys-file", keys, "--max-body-bytes", "262144"])
-        cls.api = "http://127.0.0.1:%d" % port
+        gw = st.start_chain(os.path.join(st.dir, "policy"),
+                            ["--keys-file", keys, "--max-body-bytes", "262144"])
+        cls.api = gw.api
         wait_until(lambda: cls.post("/v1/messages", messages_body("hi"))[0] == 200, 15, 0.2,
                    "the first /v1/messages request")
 

@@ -150,25 +150,10 @@ class TestGatewayProvider(unittest.TestCase):
         write(os.path.join(secrets_dir, "standin-credentials", "token"), REF_KEY)
         st.write("policy/resources.yaml", RESOURCES % {
             "url": sim.url, "file": self.secret, "dead": "http://127.0.0.1:%d" % free_port()})
-        pol_pub, pol_rep = zmq_endpoint(), zmq_endpoint()
-        st.start("policy", ["--dir", os.path.join(st.dir, "policy"), "--pub", pol_pub,
-                            "--rep", pol_rep])
-        agg_pull, agg_pub, agg_snap = zmq_endpoint(), zmq_endpoint(), zmq_endpoint()
-        st.start("aggregator", ["--pull", agg_pull, "--pub", agg_pub, "--snapshot", agg_snap])
-        st.start("collector", ["--aggregator", agg_pull, "--policy-sub", pol_pub,
-                               "--policy-req", pol_rep], ready=False)
-        dec = zmq_endpoint()
-        st.start("decider", ["--listen", dec, "--state-sub", agg_pub, "--state-snapshot",
-                             agg_snap, "--policy-sub", pol_pub, "--policy-req", pol_rep],
-                 ready=False)
-        pull = zmq_endpoint()
-        ex = st.start("exporter", ["--pull", pull])
-        port = free_port()
-        gw = st.start("gateway", ["--listen", "127.0.0.1:%d" % port, "--decider", dec,
-                                  "--exporter", pull, "--policy-sub", pol_pub,
-                                  "--policy-req", pol_rep, "--secrets-dir", secrets_dir,
-                                  "--trusted-label-header", "x-inferplane-labels"])
-        gw.api = "http://127.0.0.1:%d" % port
+        gw = st.start_chain(os.path.join(st.dir, "policy"),
+                            ["--secrets-dir", secrets_dir,
+                             "--trusted-label-header", "x-inferplane-labels"])
+        ex = gw.exporter
         # The decider answers once it has the policy (and the state stream): bounded wait.
         wait_until(lambda: http_json("POST", gw.api + "/v1/chat/completions", CHAT)[0] == 200,
                    15, 0.2, "the first request through the provider")

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import unittest
 
-from lib.harness import Stack, free_port, http_json, requires, wait_until, zmq_endpoint
+from lib.harness import Stack, http_json, requires, wait_until
 from test_exporter import metric, scrape
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -71,25 +71,10 @@ class TestTenants(unittest.TestCase):
         sim = st.start_sim("w0")
         st.write("policy/p.yaml", POLICY % (sim.url, sim.kv, sim.replay))
         self.keys = st.write("keys.yaml", KEYS)
-        pol_pub, pol_rep = zmq_endpoint(), zmq_endpoint()
-        st.start("policy", ["--dir", os.path.join(st.dir, "policy"), "--pub", pol_pub,
-                            "--rep", pol_rep])
-        agg_pull, agg_pub, agg_snap = zmq_endpoint(), zmq_endpoint(), zmq_endpoint()
-        st.start("aggregator", ["--pull", agg_pull, "--pub", agg_pub, "--snapshot", agg_snap])
-        st.start("collector", ["--aggregator", agg_pull, "--policy-sub", pol_pub,
-                               "--policy-req", pol_rep], ready=False)
-        dec = zmq_endpoint()
-        st.start("decider", ["--listen", dec, "--state-sub", agg_pub, "--state-snapshot",
-                             agg_snap, "--policy-sub", pol_pub, "--policy-req", pol_rep],
-                 ready=False)
-        pull = zmq_endpoint()
-        self.exporter = st.start("exporter", ["--pull", pull])
-        port = free_port()
-        self.gw = st.start("gateway", ["--listen", "127.0.0.1:%d" % port, "--decider", dec,
-                                       "--exporter", pull, "--policy-sub", pol_pub,
-                                       "--policy-req", pol_rep, "--keys-file", self.keys]
-                           + list(gateway_args))
-        self.api = "http://127.0.0.1:%d" % port
+        self.gw = st.start_chain(os.path.join(st.dir, "policy"),
+                                 ["--keys-file", self.keys] + list(gateway_args))
+        self.exporter = self.gw.exporter
+        self.api = self.gw.api
         wait_until(lambda: self.chat(KEY_A)[0] == 200, 15, 0.2, "the first request")
 
     def chat(self, key=None, headers=None, body=CHAT):

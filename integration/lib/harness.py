@@ -248,6 +248,30 @@ class Stack:
             f.write(text)
         return path
 
+    def start_chain(self, policy_dir, gateway_args=(), exporter=True):
+        """The whole chain on the YAML in `policy_dir`: policy, aggregator, collector, decider,
+        exporter (unless not wanted) and gateway (extra `gateway_args`). Returns the gateway's
+        Proc with .api (its API base URL) and .exporter (the exporter's Proc, or None)."""
+        pol_pub, pol_rep = zmq_endpoint(), zmq_endpoint()
+        self.start("policy", ["--dir", policy_dir, "--pub", pol_pub, "--rep", pol_rep])
+        agg_pull, agg_pub, agg_snap = zmq_endpoint(), zmq_endpoint(), zmq_endpoint()
+        self.start("aggregator", ["--pull", agg_pull, "--pub", agg_pub, "--snapshot", agg_snap])
+        self.start("collector", ["--aggregator", agg_pull, "--policy-sub", pol_pub,
+                                 "--policy-req", pol_rep], ready=False)
+        dec = zmq_endpoint()
+        self.start("decider", ["--listen", dec, "--state-sub", agg_pub, "--state-snapshot",
+                               agg_snap, "--policy-sub", pol_pub, "--policy-req", pol_rep],
+                   ready=False)
+        pull = zmq_endpoint() if exporter else ""
+        ex = self.start("exporter", ["--pull", pull]) if exporter else None
+        port = free_port()
+        gw = self.start("gateway", ["--listen", "127.0.0.1:%d" % port, "--decider", dec,
+                                    "--exporter", pull, "--policy-sub", pol_pub,
+                                    "--policy-req", pol_rep] + list(gateway_args))
+        gw.api = "http://127.0.0.1:%d" % port
+        gw.exporter = ex
+        return gw
+
     def stop_all(self):
         failed = self._test is not None and _test_failed(self._test)
         for p in reversed(self.procs):
