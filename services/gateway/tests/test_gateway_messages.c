@@ -132,10 +132,10 @@ static void test_stream_and_errors(void **state)
         "\"finish_reason\":\"stop\"}]}\n\n"
         "data: {\"id\":\"c2\",\"choices\":[],\"usage\":{\"prompt_tokens\":5,"
         "\"completion_tokens\":2}}\n\ndata: [DONE]\n\n";
-    for (size_t i = 0; sse[i]; i += 7) // in 7-byte pieces
-        assert_int_equal(
-            gateway_messages_write(m, fds[1], sse + i, strlen(sse + i) < 7 ? strlen(sse + i) : 7),
-            0);
+    size_t total = strlen(sse);
+    for (size_t i = 0; i < total; i += 7) // in 7-byte pieces
+        assert_int_equal(gateway_messages_write(m, fds[1], sse + i, total - i < 7 ? total - i : 7),
+                         0);
     gateway_messages_finish(m, fds[1], true, NULL);
     const char *out = s_drain(fds);
     const char *order[] = {"event: message_start",       "event: content_block_start",
