@@ -58,7 +58,9 @@ static void s_fuzz_request(const uint8_t *data, size_t size, api_anthropic_kind_
         cJSON_Delete(again);
         free(json);
     }
-    char *prompt = api_anthropic_count_prompt(req, NULL, 0);
+    static ipl_prompt_t *chatml; /* the built-in model, opened once (never freed: a fuzzer) */
+    if (!chatml && !(chatml = ipl_prompt_open("builtin", NULL, 0))) abort();
+    char *prompt = api_anthropic_count_prompt(req, chatml, NULL, 0);
     if (!prompt) abort();
     free(prompt);
     api_anthropic_request_destroy(&req);

@@ -10,14 +10,18 @@
 #include <cjson/cJSON.h>
 
 #include "api_buf.h"
-#include "ipl_chat.h"
 
-char *api_anthropic_count_prompt(const api_anthropic_request_t *req, char *err, size_t errlen)
+char *api_anthropic_count_prompt(const api_anthropic_request_t *req, const ipl_prompt_t *prompt,
+                                 char *err, size_t errlen)
 {
-    const cJSON *messages =
-        cJSON_GetObjectItemCaseSensitive(api_anthropic_request_openai(req), "messages");
+    const cJSON *body = api_anthropic_request_openai(req);
+    const cJSON *messages = cJSON_GetObjectItemCaseSensitive(body, "messages");
+    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(body, "tools");
     /* add_generation_prompt: the OpenAI path's default, which the translation never changes. */
-    return ipl_chat_render(messages, true, err, errlen);
+    char *text = NULL;
+    ipl_prompt_render(prompt, messages, cJSON_IsArray(tools) ? tools : NULL, true, false, NULL,
+                      &text, NULL, err, errlen);
+    return text;
 }
 
 char *api_anthropic_count_body(uint64_t input_tokens)

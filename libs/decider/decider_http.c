@@ -15,9 +15,7 @@
 #include <string.h>
 
 #include "decider_targets.h"
-#include "ipl_chat.h"
 #include "ipl_error.h"
-#include "ipl_hash.h"
 
 #define S_DEFAULT_BLOCK_SIZE 16
 #define S_MAX_NAME           256
@@ -139,8 +137,8 @@ static int s_hash(const cJSON *v, size_t i, uint64_t *out, char *err, size_t err
                  i);
 }
 
-int decider_http_parse(const char *body, size_t len, decider_http_request_t *out, char *err,
-                       size_t errlen)
+int decider_http_parse(const char *body, size_t len, const ipl_prompt_t *model_prompt,
+                       decider_http_request_t *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     cJSON *root = cJSON_ParseWithLength(body, len);
@@ -153,6 +151,7 @@ int decider_http_parse(const char *body, size_t len, decider_http_request_t *out
     if ((rc = s_string(root, "model", true, &out->model, err, errlen)) ||
         (rc = s_string(root, "tenant", false, &out->tenant, err, errlen)) ||
         (rc = s_string(root, "strategy", false, &out->strategy, err, errlen)) ||
+        (rc = s_string(root, "cache_salt", false, &out->cache_salt, err, errlen)) ||
         (rc = s_uint(root, "prompt_tokens", UINT32_MAX, &out->prompt_tokens, err, errlen)) ||
         (rc = s_uint(root, "block_size", 1024, &out->block_size, err, errlen)) ||
         (rc = s_labels(root, out, err, errlen)) || (rc = s_headers(root, out, err, errlen)))
@@ -185,8 +184,17 @@ int decider_http_parse(const char *body, size_t len, decider_http_request_t *out
             rc = s_bad(err, errlen, "'messages' must be an array of chat messages");
             goto done;
         }
-        out->text = ipl_chat_render(messages, true, why, sizeof why);
-        if (!out->text)
+        const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
+        const cJSON *agp = cJSON_GetObjectItemCaseSensitive(root, "add_generation_prompt");
+        if ((tools && !cJSON_IsArray(tools) && !cJSON_IsNull(tools)) ||
+            (agp && !cJSON_IsBool(agp) && !cJSON_IsNull(agp))) {
+            rc = s_bad(err, errlen, "'tools' must be an array, 'add_generation_prompt' a boolean");
+            goto done;
+        }
+        out->chat = true;
+        rc = ipl_prompt_render(model_prompt, messages, cJSON_IsArray(tools) ? tools : NULL,
+                               !cJSON_IsFalse(agp), false, NULL, &out->text, NULL, why, sizeof why);
+        if (rc == IPL_E_INVAL)
             rc = s_bad(err, errlen, "%s", *why ? why : "'messages' could not be rendered");
     } else {
         if (!cJSON_IsArray(hashes)) {
@@ -236,22 +244,16 @@ done:
     return IPL_OK;
 }
 
-int decider_http_hash(decider_http_request_t *r, const ipl_tokenizer_t *tok, uint64_t block_size)
+int decider_http_hash(decider_http_request_t *r, const ipl_prompt_t *prompt, uint64_t block_size)
 {
     if (!r->text) return IPL_OK;
     size_t ntok = 0;
-    uint32_t *ids = ipl_tokenizer_encode(tok, r->text, strlen(r->text), &ntok);
-    if (!ids) return IPL_E_NOMEM;
-    size_t nblocks = block_size ? ntok / block_size : 0;
     free(r->hashes);
-    r->hashes = malloc((nblocks ? nblocks : 1) * sizeof *r->hashes);
-    if (!r->hashes) {
-        free(ids);
-        return IPL_E_NOMEM;
-    }
-    r->nhashes =
-        ipl_block_hashes(ipl_hash_chain_start(0), ids, ntok, block_size, r->hashes, nblocks);
-    free(ids);
+    r->hashes = NULL;
+    r->nhashes = 0;
+    int rc = ipl_prompt_blocks(prompt, r->text, strlen(r->text), r->chat, (size_t)block_size, NULL,
+                               r->cache_salt, SIZE_MAX, &r->hashes, &r->nhashes, &ntok);
+    if (rc != 0) return rc;
     r->prompt_tokens = ntok;
     r->block_size = block_size;
     r->req.hashes = r->hashes;
@@ -267,6 +269,7 @@ void decider_http_request_clear(decider_http_request_t *r)
     free(r->tenant);
     free(r->strategy);
     free(r->text);
+    free(r->cache_salt);
     free(r->hashes);
     for (size_t i = 0; r->labels && i < r->nlabels; i++)
         free(r->labels[i]);

@@ -6,11 +6,14 @@
  *    "labels"?: [str, ...]                semantic labels, for InferencePolicy rules (≤ 32)
  *    "headers"?: {name: value, ...}       request headers rules match on (≤ 32)
  *    and exactly one of
- *      "prompt": str                      tokenized (ipl_tokenizer) and hashed (ipl_hash) here
- *      "messages": [chat messages]        rendered with ipl_chat (generation prompt added)
+ *      "prompt": str                      encoded and hashed here (ipl_prompt, the --tokenizer)
+ *      "messages": [chat messages]        rendered by ipl_prompt (the model's chat template, or
+ *                                         ChatML), with "tools"?: [..] and
+ *                                         "add_generation_prompt"?: bool (default true)
  *      "block_hashes": [u64, ...]         as JSON numbers (exact up to 2^53) or decimal /
  *                                         0x-hex strings; with "prompt_tokens"?: int and
- *                                         "block_size"?: int (default: the pool's)}
+ *                                         "block_size"?: int (default: the pool's)
+ *    "cache_salt"?: str                   vLLM's: prompts hash in the salt's own space}
  *
  * Response: decider_http_render() — {"target_kind" ("worker", "provider" or ""), "endpoint",
  * "worker" (a provider's name for a provider), "backend" (providers), "pool", "model", "rule"
@@ -24,12 +27,13 @@
 #ifndef DECIDER_HTTP_H
 #define DECIDER_HTTP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "decider_router.h"
 #include "ipl_httpd.h"
-#include "ipl_tokenizer.h"
+#include "ipl_prompt.h"
 
 #define DECIDER_HTTP_MAX_HASHES 65536u
 #define DECIDER_HTTP_MAX_LABELS 32u /* labels, and headers, per request */
@@ -39,6 +43,8 @@ typedef struct {
     decider_request_t req; /* points into the fields below */
     char *model, *tenant, *strategy;
     char *text; /* prompt or rendered messages (NULL for block_hashes) */
+    bool chat;  /* text is a rendered chat (encoded without special tokens) */
+    char *cache_salt;
     uint64_t *hashes;
     size_t nhashes;
     uint64_t block_size; /* given with block_hashes; 0 = the pool's */
@@ -49,14 +55,16 @@ typedef struct {
     size_t nheaders;
 } decider_http_request_t;
 
-/* Parses a JSON body. Returns 0, or IPL_E_INVAL with a message for a 400 in `err`. On
- * success the caller frees with decider_http_request_clear. */
-int decider_http_parse(const char *body, size_t len, decider_http_request_t *out, char *err,
-                       size_t errlen);
+/* Parses a JSON body; "messages" are rendered by `prompt` (borrowed). Returns 0, or
+ * IPL_E_INVAL with a message for a 400 in `err`. On success the caller frees with
+ * decider_http_request_clear. */
+int decider_http_parse(const char *body, size_t len, const ipl_prompt_t *prompt,
+                       decider_http_request_t *out, char *err, size_t errlen);
 
-/* For prompt/messages: tokenizes `text` and hashes its full blocks of `block_size` tokens,
- * filling req.hashes and req.prompt_tokens. No-op for block_hashes. 0 or IPL_E_NOMEM. */
-int decider_http_hash(decider_http_request_t *r, const ipl_tokenizer_t *tok, uint64_t block_size);
+/* For prompt/messages: encodes `text` and hashes its full blocks of `block_size` tokens with
+ * `prompt` (ipl_prompt_blocks, the gateway's chain), filling req.hashes and
+ * req.prompt_tokens. No-op for block_hashes. 0 or IPL_E_NOMEM. */
+int decider_http_hash(decider_http_request_t *r, const ipl_prompt_t *prompt, uint64_t block_size);
 
 void decider_http_request_clear(decider_http_request_t *r);
 

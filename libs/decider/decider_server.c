@@ -30,7 +30,7 @@
 #include "ipl_policy_view.h"
 #include "ipl_signal.h"
 #include "ipl_split.h"
-#include "ipl_tokenizer.h"
+#include "ipl_prompt.h"
 #include "ipl_zmq.h"
 #include "policy_digest.h"
 
@@ -54,7 +54,7 @@ struct decider_server {
     decider_ledger_t *ledger; // lent to the router and the peers; destroyed after both
     decider_router_t *router;
     decider_peers_t *peers;
-    ipl_tokenizer_t *tok;
+    ipl_prompt_t *prompt;
     decider_decision_t decision; // the loop thread's, reused
     decider_wire_t wire;         // ROUTE_REP candidates, reused
     msgpack_sbuffer reply;       // the ROUTE_REP frame, reused (loop thread; zeroed = empty)
@@ -311,8 +311,8 @@ decider_server_t *decider_server_new(const decider_server_config_t *config, ipl_
     rc.ledger = self->ledger;
     self->router = self->ledger ? decider_router_new(&rc) : NULL;
     char tok_err[512] = "";
-    self->tok = ipl_tokenizer_open(config->tokenizer, tok_err, sizeof tok_err);
-    if (!self->tok) {
+    self->prompt = ipl_prompt_open(config->tokenizer, tok_err, sizeof tok_err);
+    if (!self->prompt) {
         snprintf(err, errlen, "--tokenizer: %s", tok_err);
         decider_server_destroy(&self);
         return NULL;
@@ -380,7 +380,7 @@ void decider_server_destroy(decider_server_t **self_p)
     decider_peers_destroy(&self->peers);
     decider_router_destroy(&self->router);
     decider_ledger_destroy(&self->ledger); // after the two that borrow it
-    ipl_tokenizer_destroy(&self->tok);
+    ipl_prompt_destroy(&self->prompt);
     decider_decision_clear(&self->decision);
     for (size_t i = 0; i < DECIDER_SERVER_MAX_AGGREGATORS; i++) {
         free(self->subs[i]);
@@ -517,14 +517,14 @@ static void s_http_route(void *arg, const ipl_http_req_t *hreq, ipl_http_resp_t 
     const char *body = ipl_http_req_body(hreq, &len);
     decider_http_request_t r;
     char err[384];
-    if (decider_http_parse(body ? body : "", len, &r, err, sizeof err) != IPL_OK) {
+    if (decider_http_parse(body ? body : "", len, self->prompt, &r, err, sizeof err) != IPL_OK) {
         decider_metrics_decision(self->decider_metrics, "bad_request", -1);
         ipl_http_resp_error(resp, 400, "invalid_request_error", err);
         return;
     }
     ipl_policy_snap_t *snap = ipl_policy_view_get(self->policy);
     uint64_t bs = decider_http_block_size(snap ? snap->policy : NULL, r.model);
-    if (decider_http_hash(&r, self->tok, bs) != IPL_OK) {
+    if (decider_http_hash(&r, self->prompt, bs) != IPL_OK) {
         ipl_policy_view_release(self->policy, &snap);
         decider_http_request_clear(&r);
         ipl_http_resp_error(resp, 500, "server_error", "out of memory");

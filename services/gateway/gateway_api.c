@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ipl_chat.h"
 #include "ipl_error.h"
+#include "ipl_prompt.h"
 
 #define S_INVALID          "invalid_request_error"
 #define S_MAX_TOKENS_LIMIT 1e9 /* far above any model length; rejects absurd values */
@@ -69,7 +69,24 @@ static int s_positive_int(const cJSON *root, const char *name, int64_t *out,
     return 0;
 }
 
-static int s_parse_chat(gateway_api_req_t *req, cJSON *root, gateway_api_error_t *err)
+/* An optional field of one JSON type: absent or null → NULL; 0, or fills *err. */
+static int s_optional(const cJSON *root, const char *name, cJSON_bool (*is)(const cJSON *),
+                      const char *want, const cJSON **out, gateway_api_error_t *err)
+{
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, name);
+    *out = NULL;
+    if (!item || cJSON_IsNull(item)) return 0;
+    if (!is(item)) {
+        gateway_api_error_set(err, 400, S_INVALID, name, NULL, "\"%s\" must be %s, got %s", name,
+                              want, s_json_type(item));
+        return IPL_E_INVAL;
+    }
+    *out = item;
+    return 0;
+}
+
+static int s_parse_chat(gateway_api_req_t *req, cJSON *root, const ipl_prompt_t *prompt,
+                        gateway_api_error_t *err)
 {
     const cJSON *messages = cJSON_GetObjectItemCaseSensitive(root, "messages");
     if (!cJSON_IsArray(messages)) {
@@ -83,21 +100,27 @@ static int s_parse_chat(gateway_api_req_t *req, cJSON *root, gateway_api_error_t
                               "\"messages\" must contain at least one message");
         return IPL_E_INVAL;
     }
-    /* vLLM's extension: add_generation_prompt (default true). */
-    const cJSON *agp = cJSON_GetObjectItemCaseSensitive(root, "add_generation_prompt");
-    if (agp && !cJSON_IsBool(agp) && !cJSON_IsNull(agp)) {
-        gateway_api_error_set(err, 400, S_INVALID, "add_generation_prompt", NULL,
-                              "\"add_generation_prompt\" must be a boolean, got %s",
-                              s_json_type(agp));
+    /* vLLM's extensions: add_generation_prompt (default true), continue_final_message,
+     * chat_template_kwargs; and the tools the template may render */
+    const cJSON *agp, *cont, *kwargs, *tools;
+    if (s_optional(root, "add_generation_prompt", cJSON_IsBool, "a boolean", &agp, err) ||
+        s_optional(root, "continue_final_message", cJSON_IsBool, "a boolean", &cont, err) ||
+        s_optional(root, "chat_template_kwargs", cJSON_IsObject, "an object", &kwargs, err) ||
+        s_optional(root, "tools", cJSON_IsArray, "an array", &tools, err))
         return IPL_E_INVAL;
-    }
     char why[256] = "";
-    req->prompt = ipl_chat_render(messages, !cJSON_IsFalse(agp), why, sizeof(why));
-    if (!req->prompt) {
+    int rc = ipl_prompt_render(prompt, messages, tools, !cJSON_IsFalse(agp), cJSON_IsTrue(cont),
+                               kwargs, &req->prompt, NULL, why, sizeof(why));
+    if (rc == IPL_E_NOMEM) {
+        gateway_api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+        return rc;
+    }
+    if (rc != 0) {
         gateway_api_error_set(err, 400, S_INVALID, "messages", NULL, "invalid \"messages\": %s",
                               why[0] ? why : "cannot render the conversation");
         return IPL_E_INVAL;
     }
+    req->chat = true;
     req->prompt_len = strlen(req->prompt);
     req->prompts = 1;
     if (s_positive_int(root, "max_tokens", &req->max_tokens, err) != 0) return IPL_E_INVAL;
@@ -153,9 +176,9 @@ static int s_parse_completions(gateway_api_req_t *req, cJSON *root, gateway_api_
 }
 
 int gateway_api_parse(gateway_api_kind_t kind, const char *body, size_t len,
-                      gateway_api_req_t **out, gateway_api_error_t *err)
+                      const ipl_prompt_t *prompt, gateway_api_req_t **out, gateway_api_error_t *err)
 {
-    assert(out && err);
+    assert(prompt && out && err);
     *out = NULL;
     if (!body || len == 0) {
         gateway_api_error_set(err, 400, S_INVALID, NULL, NULL,
@@ -218,7 +241,11 @@ int gateway_api_parse(gateway_api_kind_t kind, const char *body, size_t len,
                               "\"stream_options\" must be an object, got %s", s_json_type(opts));
         goto fail;
     }
-    rc = kind == GATEWAY_API_CHAT ? s_parse_chat(req, root, err)
+    const cJSON *salt;
+    rc = s_optional(root, "cache_salt", cJSON_IsString, "a string", &salt, err);
+    if (rc != 0) goto fail;
+    req->cache_salt = salt ? salt->valuestring : NULL;
+    rc = kind == GATEWAY_API_CHAT ? s_parse_chat(req, root, prompt, err)
                                   : s_parse_completions(req, root, err);
     if (rc != 0) goto fail;
     *out = req;

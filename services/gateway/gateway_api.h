@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct ipl_prompt;
+
 /* MESSAGES: Anthropic's /v1/messages, translated to a chat request (gateway_messages) and
  * parsed as one; the kind says which API the client speaks (errors, records). */
 typedef enum {
@@ -48,7 +50,9 @@ typedef struct gateway_api_req {
     int64_t max_tokens; /* "max_tokens" / "max_completion_tokens", 0 when absent */
     char *prompt;       /* text to tokenize: the rendered chat, or the (first) prompt */
     size_t prompt_len;
-    size_t prompts; /* completions: number of prompts in the batch (1 for chat) */
+    bool chat;              /* prompt is a rendered chat (encoded without special tokens) */
+    const char *cache_salt; /* vLLM's "cache_salt", or NULL */
+    size_t prompts;         /* completions: number of prompts in the batch (1 for chat) */
     /* private */
     void *root;       /* cJSON tree of the body */
     const char *body; /* borrowed original body, for pass-through */
@@ -56,10 +60,13 @@ typedef struct gateway_api_req {
 } gateway_api_req_t;
 
 /* Parses `body` (borrowed; it must outlive the request, as the request forwards it as is)
- * for endpoint `kind`. Returns 0 and a new request in *out (free with
- * gateway_api_req_destroy), or IPL_E_INVAL with *err filled (status 400). */
+ * for endpoint `kind`; a chat's messages ("tools", "add_generation_prompt",
+ * "continue_final_message" and "chat_template_kwargs" as vLLM reads them) are rendered by
+ * `prompt` (borrowed; the gateway's model, ipl_prompt). Returns 0 and a new request in *out
+ * (free with gateway_api_req_destroy), or IPL_E_INVAL with *err filled (status 400). */
 int gateway_api_parse(gateway_api_kind_t kind, const char *body, size_t len,
-                      gateway_api_req_t **out, gateway_api_error_t *err);
+                      const struct ipl_prompt *prompt, gateway_api_req_t **out,
+                      gateway_api_error_t *err);
 void gateway_api_req_destroy(gateway_api_req_t **self_p);
 
 /* The body to send upstream: a malloc'd copy of the original when `model` is NULL or equal

@@ -42,12 +42,11 @@
 #include "gateway_verdict.h"
 #include "ipl_clock.h"
 #include "ipl_error.h"
-#include "ipl_hash.h"
 #include "ipl_httpd.h"
 #include "ipl_log.h"
 #include "ipl_policy_view.h"
 #include "ipl_proto.h"
-#include "ipl_tokenizer.h"
+#include "ipl_prompt.h"
 #include "policy_digest.h"
 
 #define S_ID_MAX           64         /* request ids and tenants accepted from clients */
@@ -62,7 +61,7 @@ struct gateway_server {
     gateway_backend_t *backends;
     gateway_auth_t *auth;
     ipl_httpd_t *httpd;
-    ipl_tokenizer_t *tokenizer;
+    ipl_prompt_t *prompt; /* --tokenizer: renders, encodes and hashes every prompt */
     ipl_policy_view_t *policy;
     gateway_route_t *route;
     gateway_proxy_t *proxy;
@@ -429,19 +428,11 @@ static void s_on_done(void *arg, const gateway_xfer_result_t *res, int fd)
 static int s_route_req(gateway_server_t *srv, s_call_t *call, const gateway_api_req_t *api,
                        ipl_route_req_t *rr)
 {
-    size_t ntok = 0;
-    uint32_t *tokens = ipl_tokenizer_encode(srv->tokenizer, api->prompt, api->prompt_len, &ntok);
-    if (!tokens) return IPL_E_NOMEM;
-    size_t bs = (size_t)srv->cfg.block_size;
-    size_t nblocks = ntok / bs;
-    if (nblocks > IPL_PROTO_MAX_ARRAY) nblocks = IPL_PROTO_MAX_ARRAY;
-    uint64_t *hashes = malloc((nblocks ? nblocks : 1) * sizeof(*hashes));
-    if (!hashes) {
-        free(tokens);
-        return IPL_E_NOMEM;
-    }
-    size_t n = ipl_block_hashes(ipl_hash_chain_start(0), tokens, ntok, bs, hashes, nblocks);
-    free(tokens);
+    size_t ntok = 0, n = 0, bs = (size_t)srv->cfg.block_size;
+    uint64_t *hashes = NULL;
+    int rc = ipl_prompt_blocks(srv->prompt, api->prompt, api->prompt_len, api->chat, bs, NULL,
+                               api->cache_salt, IPL_PROTO_MAX_ARRAY, &hashes, &n, &ntok);
+    if (rc != 0) return rc;
     call->prompt_tokens = ntok;
     memset(rr, 0, sizeof(*rr));
     rr->model = call->model;
@@ -745,7 +736,7 @@ static void s_completion(gateway_server_t *srv, gateway_api_kind_t kind, const i
     }
     gateway_api_req_t *api = NULL;
     int parsed = gateway_api_parse(kind == GATEWAY_API_MESSAGES ? GATEWAY_API_CHAT : kind, body,
-                                   blen, &api, &err);
+                                   blen, srv->prompt, &api, &err);
     if (parsed != 0) {
         free(chat_json);
         s_fail(&call, resp, &err);
@@ -878,7 +869,8 @@ static void s_count_tokens(void *arg, const ipl_http_req_t *req, ipl_http_resp_t
     gateway_api_req_t *api = NULL;
     if (gateway_auth_check(srv->auth, req, tenant, sizeof tenant, &err) != 0 ||
         gateway_messages_parse(body, blen, true, &msgs, &chat_json, &err) != 0 ||
-        gateway_api_parse(GATEWAY_API_CHAT, chat_json, strlen(chat_json), &api, &err) != 0) {
+        gateway_api_parse(GATEWAY_API_CHAT, chat_json, strlen(chat_json), srv->prompt, &api,
+                          &err) != 0) {
         s_messages_error(resp, &err);
     } else if (!s_model_known(srv, api->model)) {
         gateway_api_error_set(&err, 404, "not_found_error", NULL, NULL, "model: %s", api->model);
@@ -886,7 +878,7 @@ static void s_count_tokens(void *arg, const ipl_http_req_t *req, ipl_http_resp_t
     } else {
         size_t ntok = 0, len = 0;
         uint32_t *tokens =
-            ipl_tokenizer_encode(srv->tokenizer, api->prompt, api->prompt_len, &ntok);
+            ipl_prompt_encode(srv->prompt, api->prompt, api->prompt_len, api->chat, &ntok);
         char *out = tokens ? gateway_messages_count_body(ntok, &len) : NULL;
         free(tokens);
         if (out)
@@ -1043,8 +1035,8 @@ gateway_server_t *gateway_server_new(const gateway_server_config_t *cfg, ipl_met
         goto fail;
     }
     char tok_err[512];
-    srv->tokenizer = ipl_tokenizer_open(cfg->tokenizer, tok_err, sizeof tok_err);
-    if (!srv->tokenizer) {
+    srv->prompt = ipl_prompt_open(cfg->tokenizer, tok_err, sizeof tok_err);
+    if (!srv->prompt) {
         snprintf(err, errlen, "--tokenizer: %s", tok_err);
         goto fail;
     }
@@ -1055,7 +1047,7 @@ gateway_server_t *gateway_server_new(const gateway_server_config_t *cfg, ipl_met
     srv->route = gateway_route_new(srv->decider, cfg->route_timeout_ms, metrics);
     gateway_proxy_config_t pc = {.connect_timeout_ms = cfg->connect_timeout_ms};
     srv->proxy = gateway_proxy_new(&pc, metrics);
-    if (!srv->tokenizer || !srv->route || !srv->proxy) {
+    if (!srv->prompt || !srv->route || !srv->proxy) {
         snprintf(err, errlen, "cannot initialise the tokenizer, decider client or libcurl");
         goto fail;
     }
@@ -1123,7 +1115,7 @@ void gateway_server_destroy(gateway_server_t **self_p)
     gateway_route_destroy(&srv->route);
     ipl_policy_view_destroy(&srv->policy);
     zsock_destroy(&srv->push);
-    ipl_tokenizer_destroy(&srv->tokenizer);
+    ipl_prompt_destroy(&srv->prompt);
     pthread_mutex_destroy(&srv->push_lock);
     free(srv->listen);
     free(srv->decider);

@@ -2,7 +2,7 @@
  * gateway_server — the gateway's HTTP API, wiring the classes together per request:
  *
  *   POST /v1/chat/completions, /v1/completions
- *     gateway_api (parse, validate) → ipl_chat + ipl_tokenizer → ipl_hash (full blocks)
+ *     gateway_api (parse, validate, ipl_prompt renders) → ipl_prompt (tokens, full blocks)
  *     → gateway_route (ROUTE_REQ to the decider) → gateway_proxy (stream from the worker,
  *     one retry via a new decision when the worker cannot be reached) → gateway_sse
  *     (TTFT, ITL, usage as the bytes pass) → one RECORD to the exporter (PUSH), and, when

@@ -21,7 +21,7 @@
 #include "ipl_loop.h"
 #include "ipl_service.h"
 #include "ipl_signal.h"
-#include "ipl_tokenizer.h"
+#include "ipl_prompt.h"
 #include "sim_api.h"
 #include "sim_engine.h"
 #include "sim_kvpub.h"
@@ -106,8 +106,8 @@ int main(int argc, char **argv)
     sim_api_t *api = NULL;
     ipl_httpd_t *httpd = NULL;
     char err[512] = "", listen[300];
-    ipl_tokenizer_t *tok = ipl_tokenizer_open(o.tokenizer, err, sizeof err);
-    if (!tok) {
+    ipl_prompt_t *prompt = ipl_prompt_open(o.tokenizer, err, sizeof err);
+    if (!prompt) {
         fprintf(stderr, "inferplane-sim: --tokenizer: %s\n", err);
         goto done;
     }
@@ -125,7 +125,7 @@ int main(int argc, char **argv)
     engine = sim_engine_new(&ecfg);
     sim_api_config_t acfg;
     sim_options_api_config(&o, &acfg);
-    api = engine ? sim_api_new(&acfg, engine, tok, ipl_service_metrics(svc)) : NULL;
+    api = engine ? sim_api_new(&acfg, engine, prompt, ipl_service_metrics(svc)) : NULL;
     if (!api) goto done;
     ipl_metrics_t *m = ipl_service_metrics(svc);
     char model[256], labels[768];
@@ -169,7 +169,7 @@ done:
     sim_api_destroy(&api);
     sim_engine_destroy(&engine);
     sim_kvpub_destroy(&kvpub);
-    ipl_tokenizer_destroy(&tok);
+    ipl_prompt_destroy(&prompt);
     sim_options_clear(&o);
     ipl_service_destroy(&svc);
     return exit_code;

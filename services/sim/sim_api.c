@@ -16,7 +16,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ipl_chat.h"
 #include "ipl_clock.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
@@ -36,7 +35,8 @@ struct sim_api {
     char *model_name;
     char *vllm_version;
     sim_engine_t *engine;
-    const ipl_tokenizer_t *tok;
+    const ipl_prompt_t *prompt; /* renders chats and encodes prompts, as the gateway does */
+    const ipl_tokenizer_t *tok; /* its tokenizer: decoding and generated text */
     ipl_metrics_t *metrics;
     ipl_metric_t *bad_requests;
     ipl_metric_t *client_gone;
@@ -286,13 +286,21 @@ static int s_prompt_tokens(sim_api_t *self, ipl_http_resp_t *resp, const cJSON *
             s_error(self, resp, 400, "messages must be a non-empty array of messages");
             return -1;
         }
-        char err[256] = "";
-        char *text = ipl_chat_render(msgs, add_generation_prompt, err, sizeof err);
-        if (!text) {
+        /* vLLM's chat fields: tools, continue_final_message, chat_template_kwargs */
+        const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
+        const cJSON *cont = cJSON_GetObjectItemCaseSensitive(root, "continue_final_message");
+        const cJSON *kwargs = cJSON_GetObjectItemCaseSensitive(root, "chat_template_kwargs");
+        char err[256] = "", *text = NULL;
+        size_t len = 0;
+        int rc =
+            ipl_prompt_render(self->prompt, msgs, cJSON_IsArray(tools) ? tools : NULL,
+                              add_generation_prompt, cJSON_IsTrue(cont),
+                              cJSON_IsObject(kwargs) ? kwargs : NULL, &text, &len, err, sizeof err);
+        if (rc == IPL_E_INVAL) {
             s_error(self, resp, 400, "%s", err[0] ? err : "invalid messages");
             return -1;
         }
-        *ids = ipl_tokenizer_encode(self->tok, text, strlen(text), n);
+        *ids = text ? ipl_prompt_encode(self->prompt, text, len, true, n) : NULL;
         free(text);
     } else {
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
@@ -300,7 +308,8 @@ static int s_prompt_tokens(sim_api_t *self, ipl_http_resp_t *resp, const cJSON *
             (cJSON_IsString(p->child) || cJSON_IsArray(p->child)))
             p = p->child; /* a batch of one prompt */
         if (cJSON_IsString(p)) {
-            *ids = ipl_tokenizer_encode(self->tok, p->valuestring, strlen(p->valuestring), n);
+            *ids =
+                ipl_prompt_encode(self->prompt, p->valuestring, strlen(p->valuestring), false, n);
         } else if (cJSON_IsArray(p) && cJSON_GetArraySize(p) > 0 && cJSON_IsNumber(p->child)) {
             *ids = s_ids_from_json(p, n);
             if (!*ids) {
@@ -1083,9 +1092,9 @@ static void s_free_loras(sim_api_t *self)
 }
 
 sim_api_t *sim_api_new(const sim_api_config_t *cfg, sim_engine_t *engine,
-                       const ipl_tokenizer_t *tok, ipl_metrics_t *metrics)
+                       const ipl_prompt_t *prompt, ipl_metrics_t *metrics)
 {
-    assert(cfg && engine && tok);
+    assert(cfg && engine && prompt);
     sim_api_t *self = calloc(1, sizeof *self);
     if (!self) return NULL;
     self->cfg = *cfg;
@@ -1143,7 +1152,8 @@ sim_api_t *sim_api_new(const sim_api_config_t *cfg, sim_engine_t *engine,
         self->ready_ns =
             ipl_mono_ns() + (uint64_t)(cfg->startup_delay_s / self->cfg.time_scale * 1e9);
     self->engine = engine;
-    self->tok = tok;
+    self->prompt = prompt;
+    self->tok = ipl_prompt_tokenizer(prompt);
     self->metrics = metrics;
     if (metrics) {
         self->bad_requests = ipl_metrics_counter(

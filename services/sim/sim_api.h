@@ -8,9 +8,9 @@
  *   POST /sim/restart   (simulator-only fault: an abrupt restart, see sim_api_restart)
  *   GET  /stand-in/received, POST /stand-in/reset   (the provider stand-in, when on)
  *
- * Prompts are tokenized with the shared tokenizer (ipl_tokenizer) and chat messages rendered
- * with the shared template (ipl_chat), exactly as the gateway does, so the blocks a worker
- * caches are the blocks the router hashes. Output is sim_text's deterministic words.
+ * Chat messages are rendered and prompts encoded by the shared prompt path (ipl_prompt, from
+ * --tokenizer: the model folder's chat template, else ChatML), exactly as the gateway does,
+ * so the blocks a worker caches are the blocks the router hashes. Output is sim_text's deterministic words.
  * Errors are vLLM's: {"error":{"message","type","param","code"}} with 400 (bad request,
  * context length exceeded), 404 (unknown model).
  *
@@ -30,7 +30,7 @@
 
 #include "ipl_httpd.h"
 #include "ipl_metrics.h"
-#include "ipl_tokenizer.h"
+#include "ipl_prompt.h"
 #include "sim_engine.h"
 #include "sim_standin.h"
 
@@ -63,9 +63,10 @@ typedef struct {
 
 typedef struct sim_api sim_api_t;
 
-/* `engine`, `tok` and `metrics` are borrowed and must outlive the API. */
+/* `engine`, `prompt` (the --tokenizer model: chat rendering, encoding, decoding) and
+ * `metrics` are borrowed and must outlive the API. */
 sim_api_t *sim_api_new(const sim_api_config_t *cfg, sim_engine_t *engine,
-                       const ipl_tokenizer_t *tok, ipl_metrics_t *metrics);
+                       const ipl_prompt_t *prompt, ipl_metrics_t *metrics);
 /* Registers every route on `httpd` (before ipl_httpd_start). */
 void sim_api_routes(sim_api_t *self, ipl_httpd_t *httpd);
 /* Fault: an abrupt restart (POST /sim/restart, SIGUSR1). Streams in flight are cut without

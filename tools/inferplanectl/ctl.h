@@ -29,10 +29,13 @@ typedef struct {
     uint32_t nhashes;
 } ctl_prompt_t;
 
-/* Tokenizes `text` with the tokenizer a --tokenizer flag names (NULL: built-in) and hashes
- * its full blocks of block_size tokens, exactly as the gateway does. 2: bad --tokenizer. */
-int ctl_prompt_encode(const char *cmd, const char *tokenizer, const char *text, long block_size,
-                      ctl_prompt_t *out);
+/* Encodes a prompt with the model a --tokenizer flag names (NULL: built-in; ipl_prompt, as
+ * the gateway's --tokenizer) and hashes its full blocks of block_size tokens, exactly as the
+ * gateway does: `text` as a plain prompt (/v1/completions), or else `messages`, a chat's
+ * JSON array, rendered with the model's chat template (generation prompt added).
+ * 2: bad --tokenizer or --messages (printed). */
+int ctl_prompt_encode(const char *cmd, const char *tokenizer, const char *text,
+                      const char *messages, long block_size, ctl_prompt_t *out);
 void ctl_prompt_clear(ctl_prompt_t *p);
 
 /* What InferencePolicy rules match on besides tenant and model, as ROUTE_REQ carries it: the

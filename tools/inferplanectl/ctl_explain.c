@@ -564,7 +564,8 @@ static int s_explain(const s_opts_t *o, const ipl_policy_t *policy)
     if (!o->time) minute = decider_rules_minute_of_week(ipl_wall_ms());
     ctl_prompt_t prompt = {.tokens = o->prompt_tokens};
     if (o->prompt) {
-        int rc = ctl_prompt_encode("explain", o->tokenizer, o->prompt, o->block_size, &prompt);
+        int rc = ctl_prompt_encode("explain", o->tokenizer, o->prompt, NULL, o->block_size,
+                                   &prompt);
         if (rc) return rc;
     }
     char err[512] = "", *names = NULL;

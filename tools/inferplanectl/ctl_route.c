@@ -29,12 +29,10 @@
 #include "ctl.h"
 #include "decider_http.h"
 #include "ipl_strategy.h"
-#include "ipl_chat.h"
 #include "ipl_clock.h"
 #include "ipl_error.h"
-#include "ipl_hash.h"
 #include "ipl_proto.h"
-#include "ipl_tokenizer.h"
+#include "ipl_prompt.h"
 
 typedef struct {
     const char *decider, *model, *prompt, *messages, *tenant, *strategy, *admin, *tokenizer;
@@ -167,23 +165,6 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
         return 2;
     }
     return 0;
-}
-
-// The prompt text as the gateway would tokenize it; malloc'd, or NULL after printing why.
-static char *s_text(const s_opts_t *o)
-{
-    if (o->prompt) return strdup(o->prompt);
-    cJSON *msgs = cJSON_Parse(o->messages);
-    if (!msgs || !cJSON_IsArray(msgs)) {
-        fprintf(stderr, "inferplanectl route: --messages must be a JSON array of chat messages\n");
-        cJSON_Delete(msgs);
-        return NULL;
-    }
-    char err[256] = "";
-    char *text = ipl_chat_render(msgs, true, err, sizeof err);
-    cJSON_Delete(msgs);
-    if (!text) fprintf(stderr, "inferplanectl route: --messages: %s\n", err);
-    return text;
 }
 
 // ---- --admin: the decider's TTFT model -----------------------------------------------------
@@ -353,14 +334,12 @@ int ctl_route(int argc, char **argv)
 {
     s_opts_t o;
     int rc = s_parse(argc, argv, &o);
-    char *text = rc ? NULL : s_text(&o);
-    if (rc || !text) {
+    if (rc) {
         ctl_attrs_clear(&o.attrs);
         return rc == 1 ? 0 : 2;
     }
     ctl_prompt_t prompt;
-    rc = ctl_prompt_encode("route", o.tokenizer, text, o.block_size, &prompt);
-    free(text);
+    rc = ctl_prompt_encode("route", o.tokenizer, o.prompt, o.messages, o.block_size, &prompt);
     if (rc) {
         ctl_attrs_clear(&o.attrs);
         return rc;
@@ -395,31 +374,46 @@ int ctl_route(int argc, char **argv)
 
 // ---- shared with inferplanectl explain (ctl.h) ----------------------------------------------
 
-int ctl_prompt_encode(const char *cmd, const char *tokenizer, const char *text, long block_size,
-                      ctl_prompt_t *out)
+// The prompt text: `text` as it is, or `messages` rendered; malloc'd, or NULL after printing.
+static char *s_text(const char *cmd, const ipl_prompt_t *model, const char *text,
+                    const char *messages)
+{
+    if (text) return strdup(text);
+    cJSON *msgs = cJSON_Parse(messages);
+    if (!cJSON_IsArray(msgs)) {
+        fprintf(stderr, "inferplanectl %s: --messages must be a JSON array of chat messages\n",
+                cmd);
+        cJSON_Delete(msgs);
+        return NULL;
+    }
+    char err[512] = "", *out = NULL;
+    if (ipl_prompt_render(model, msgs, NULL, true, false, NULL, &out, NULL, err, sizeof err))
+        fprintf(stderr, "inferplanectl %s: --messages: %s\n", cmd, err);
+    cJSON_Delete(msgs);
+    return out;
+}
+
+int ctl_prompt_encode(const char *cmd, const char *tokenizer, const char *text,
+                      const char *messages, long block_size, ctl_prompt_t *out)
 {
     *out = (ctl_prompt_t){0};
     char err[512] = "";
-    ipl_tokenizer_t *tok = ipl_tokenizer_open(tokenizer, err, sizeof err);
-    if (!tok) {
+    ipl_prompt_t *model = ipl_prompt_open(tokenizer, err, sizeof err);
+    if (!model) {
         fprintf(stderr, "inferplanectl %s: --tokenizer: %s\n", cmd, err);
         return 2;
     }
-    size_t ntok = 0;
-    uint32_t *ids = ipl_tokenizer_encode(tok, text, strlen(text), &ntok);
-    ipl_tokenizer_destroy(&tok);
-    size_t nblocks = ntok / (size_t)block_size;
-    uint64_t *hashes = malloc((nblocks ? nblocks : 1) * sizeof *hashes);
-    if (!ids || !hashes) {
-        fprintf(stderr, "inferplanectl %s: out of memory\n", cmd);
-        free(ids);
-        free(hashes);
-        return 1;
-    }
-    nblocks =
-        ipl_block_hashes(ipl_hash_chain_start(0), ids, ntok, (size_t)block_size, hashes, nblocks);
-    free(ids);
-    *out = (ctl_prompt_t){.tokens = ntok, .hashes = hashes, .nhashes = (uint32_t)nblocks};
+    char *prompt = s_text(cmd, model, text, messages);
+    uint64_t *hashes = NULL;
+    size_t nhashes = 0, ntok = 0;
+    int rc = prompt ? ipl_prompt_blocks(model, prompt, strlen(prompt), !text, (size_t)block_size,
+                                        NULL, NULL, UINT32_MAX, &hashes, &nhashes, &ntok)
+                    : 2;
+    free(prompt);
+    ipl_prompt_destroy(&model);
+    if (rc == IPL_E_NOMEM) fprintf(stderr, "inferplanectl %s: out of memory\n", cmd);
+    if (rc) return rc == 2 ? 2 : 1;
+    *out = (ctl_prompt_t){.tokens = ntok, .hashes = hashes, .nhashes = (uint32_t)nhashes};
     return 0;
 }
 

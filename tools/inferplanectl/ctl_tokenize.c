@@ -5,6 +5,11 @@
  *       prints the ids of the whole input, space-separated, on one line
  *   inferplanectl tokenize --tokenizer FILE --decode < ids
  *       reads ids (separated by blanks or commas; [ and ] ignored) and writes the text
+ *   inferplanectl tokenize --tokenizer MODEL_DIR|FILE|builtin --chat [--render] < chat
+ *       reads an OpenAI `messages` JSON array (or {"messages": [..], "tools": [..],
+ *       "add_generation_prompt": bool}), renders it as the gateway does (ipl_prompt: the
+ *       folder's chat template, else ChatML) and prints the ids as a JSON array (--render:
+ *       the rendered prompt text)
  *   --jsonl     one JSON value per input line: a string to encode (an array of ids with
  *               --decode); one JSON line out per line in (tools/node/hf_tokenize.js speaks the
  *               same, for parity tests)
@@ -18,14 +23,14 @@
 #include <time.h>
 
 #include "ctl.h"
-#include "ipl_tokenizer.h"
+#include "ipl_prompt.h"
 #include "ipl_unicode.h"
 
 #define S_MAX_INPUT (1u << 30)
 
 typedef struct {
     const char *file;
-    bool special, decode, jsonl, bench;
+    bool special, decode, jsonl, bench, chat, render;
 } s_opts_t;
 
 static int s_usage(FILE *out, int rc)
@@ -33,12 +38,17 @@ static int s_usage(FILE *out, int rc)
     fprintf(out,
             "usage: inferplanectl tokenize --tokenizer FILE|builtin [--add-special-tokens]\n"
             "                              [--decode] [--jsonl] [--bench]\n"
+            "       inferplanectl tokenize --tokenizer MODEL_DIR|FILE|builtin --chat [--render]\n"
             "  Encodes stdin and prints the ids, space-separated (--decode: reads ids, writes\n"
             "  text). FILE is a Hugging Face tokenizer.json (Llama-3, Qwen2/2.5/3).\n"
             "  --add-special-tokens  add the post-processor's tokens (Llama-3.1: BOS)\n"
             "  --jsonl               one JSON string (--decode: array of ids) per line in,\n"
             "                        one JSON array of ids (--decode: string) per line out\n"
-            "  --bench               encode stdin repeatedly for ~1 s, print MB/s\n");
+            "  --bench               encode stdin repeatedly for ~1 s, print MB/s\n"
+            "  --chat                stdin is a chat (a messages array, or an object with\n"
+            "                        messages, tools, add_generation_prompt) rendered with the\n"
+            "                        model folder's chat template; ids out as a JSON array\n"
+            "  --render              with --chat: print the rendered prompt, not its ids\n");
     return rc;
 }
 
@@ -170,6 +180,52 @@ static int s_print_ids(const uint32_t *ids, size_t n)
     return 0;
 }
 
+/* --chat: stdin's chat rendered as the gateway renders it; its ids (or --render: the text). */
+static int s_chat(const ipl_prompt_t *model, const s_opts_t *o)
+{
+    size_t len = 0;
+    char *input = s_read_all(stdin, &len);
+    cJSON *root = input ? cJSON_ParseWithLength(input, len) : NULL;
+    free(input);
+    const cJSON *msgs =
+        cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "messages") : root;
+    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
+    const cJSON *agp = cJSON_GetObjectItemCaseSensitive(root, "add_generation_prompt");
+    if (!cJSON_IsArray(msgs)) {
+        fprintf(stderr, "tokenize: --chat: stdin must be a JSON array of chat messages or an "
+                        "object with \"messages\"\n");
+        cJSON_Delete(root);
+        return 2;
+    }
+    char err[512] = "", *text = NULL;
+    size_t n = 0;
+    int rc = ipl_prompt_render(model, msgs, cJSON_IsArray(tools) ? tools : NULL,
+                               !cJSON_IsFalse(agp), false, NULL, &text, &n, err, sizeof err);
+    cJSON_Delete(root);
+    if (rc) {
+        fprintf(stderr, "tokenize: --chat: %s\n", *err ? err : "out of memory");
+        return 1;
+    }
+    if (o->render) {
+        fwrite(text, 1, n, stdout);
+        free(text);
+        return 0;
+    }
+    size_t nids = 0;
+    uint32_t *ids = ipl_prompt_encode(model, text, n, true, &nids);
+    free(text);
+    if (!ids) {
+        fprintf(stderr, "tokenize: out of memory\n");
+        return 1;
+    }
+    printf("[");
+    for (size_t i = 0; i < nids; i++)
+        printf(i ? ",%u" : "%u", ids[i]);
+    printf("]\n");
+    free(ids);
+    return 0;
+}
+
 /* --jsonl: one JSON value per line in, one out. */
 static int s_jsonl(const ipl_tokenizer_t *tok, const s_opts_t *o)
 {
@@ -265,6 +321,10 @@ int ctl_tokenize(int argc, char **argv)
             o.jsonl = true;
         else if (!strcmp(argv[i], "--bench"))
             o.bench = true;
+        else if (!strcmp(argv[i], "--chat"))
+            o.chat = true;
+        else if (!strcmp(argv[i], "--render"))
+            o.render = true;
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
             return s_usage(stdout, 0);
         else {
@@ -276,16 +336,17 @@ int ctl_tokenize(int argc, char **argv)
         fprintf(stderr, "tokenize: --tokenizer is required\n");
         return s_usage(stderr, 2);
     }
-    char err[512];
-    ipl_tokenizer_t *tok = !strcmp(o.file, "builtin")
-                               ? ipl_tokenizer_new_builtin()
-                               : ipl_tokenizer_new_from_file(o.file, err, sizeof err);
-    if (!tok) {
-        fprintf(stderr, "tokenize: %s\n", strcmp(o.file, "builtin") ? err : "out of memory");
+    char err[512] = "";
+    ipl_prompt_t *model = ipl_prompt_open(o.file, err, sizeof err);
+    if (!model) {
+        fprintf(stderr, "tokenize: %s\n", *err ? err : "out of memory");
         return 1;
     }
+    const ipl_tokenizer_t *tok = ipl_prompt_tokenizer(model);
     int rc = 0;
-    if (o.jsonl) {
+    if (o.chat) {
+        rc = s_chat(model, &o);
+    } else if (o.jsonl) {
         rc = s_jsonl(tok, &o);
     } else {
         size_t len = 0;
@@ -311,6 +372,6 @@ int ctl_tokenize(int argc, char **argv)
         }
         free(text);
     }
-    ipl_tokenizer_destroy(&tok);
+    ipl_prompt_destroy(&model);
     return rc;
 }

@@ -19,6 +19,9 @@
 #include "api_anthropic_request.h"
 #include "api_test.h"
 #include "ipl_chat.h"
+#include "ipl_prompt.h"
+
+static ipl_prompt_t *s_prompt; /* the built-in model: ChatML, as ipl_chat_render */
 
 typedef struct {
     const char *name;
@@ -63,7 +66,7 @@ static void test_same_prompt_as_chat(void **state)
         api_anthropic_request_t *req =
             api_test_request(API_ANTHROPIC_MESSAGES, s_pairs[i].anthropic);
         char why[128] = "";
-        char *ours = api_anthropic_count_prompt(req, why, sizeof(why));
+        char *ours = api_anthropic_count_prompt(req, s_prompt, why, sizeof(why));
         assert_non_null(ours);
         cJSON *chat = api_test_json(s_pairs[i].openai);
         char *theirs = ipl_chat_render(chat, true, why, sizeof(why));
@@ -73,7 +76,7 @@ static void test_same_prompt_as_chat(void **state)
         /* count_tokens of the same body renders the same text */
         api_anthropic_request_t *count =
             api_test_request(API_ANTHROPIC_COUNT_TOKENS, s_pairs[i].anthropic);
-        char *counted = api_anthropic_count_prompt(count, NULL, 0);
+        char *counted = api_anthropic_count_prompt(count, s_prompt, NULL, 0);
         assert_string_equal(counted, ours);
         free(counted);
         api_anthropic_request_destroy(&count);
@@ -89,7 +92,7 @@ static void test_chatml_text(void **state)
 {
     (void)state;
     api_anthropic_request_t *req = api_test_request(API_ANTHROPIC_MESSAGES, s_pairs[3].anthropic);
-    char *text = api_anthropic_count_prompt(req, NULL, 0);
+    char *text = api_anthropic_count_prompt(req, s_prompt, NULL, 0);
     assert_string_equal(text, "<|im_start|>user\nweather?<|im_end|>\n"
                               "<|im_start|>assistant\nChecking.<|im_end|>\n"
                               "<|im_start|>tool\n18 C<|im_end|>\n"
@@ -99,7 +102,7 @@ static void test_chatml_text(void **state)
     api_anthropic_request_destroy(&req);
 
     req = api_test_request(API_ANTHROPIC_MESSAGES, s_pairs[1].anthropic);
-    text = api_anthropic_count_prompt(req, NULL, 0);
+    text = api_anthropic_count_prompt(req, s_prompt, NULL, 0);
     assert_string_equal(text, "<|im_start|>system\nYou are terse.<|im_end|>\n"
                               "<|im_start|>user\na<|im_end|>\n"
                               "<|im_start|>assistant\nb<|im_end|>\n"
@@ -118,7 +121,7 @@ static void test_render_error(void **state)
                          "{'model':'m','max_tokens':8,'messages':[{'role':'user','content':'x'}]}");
     cJSON_DeleteItemFromObject(api_anthropic_request_openai(req), "messages");
     char why[128] = "";
-    assert_null(api_anthropic_count_prompt(req, why, sizeof(why)));
+    assert_null(api_anthropic_count_prompt(req, s_prompt, why, sizeof(why)));
     assert_string_equal(why, "messages must be an array of message objects");
     api_anthropic_request_destroy(&req);
 }
@@ -142,5 +145,8 @@ int main(void)
         cmocka_unit_test(test_render_error),
         cmocka_unit_test(test_body),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    s_prompt = ipl_prompt_open("builtin", NULL, 0);
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    ipl_prompt_destroy(&s_prompt);
+    return failed;
 }

@@ -19,12 +19,16 @@
 #include "ipl_error.h"
 #include "ipl_hash.h"
 #include "ipl_log.h"
+#include "ipl_prompt.h"
+
+static ipl_prompt_t *s_prompt; /* the built-in model (ChatML) */
 
 static void s_bad(const char *body, const char *expect)
 {
     decider_http_request_t r;
     char err[384] = "";
-    assert_int_equal(decider_http_parse(body, strlen(body), &r, err, sizeof err), IPL_E_INVAL);
+    assert_int_equal(decider_http_parse(body, strlen(body), s_prompt, &r, err, sizeof err),
+                     IPL_E_INVAL);
     if (!strstr(err, expect)) fail_msg("body %s: expected [%s], got [%s]", body, expect, err);
     assert_null(r.model); // nothing to free after a failure
 }
@@ -78,7 +82,7 @@ static void test_parse_block_hashes(void **state)
                        "\"headers\":{\"X-Class\":\"batch=1\"}}";
     decider_http_request_t r;
     char err[128];
-    assert_int_equal(decider_http_parse(body, strlen(body), &r, err, sizeof err), 0);
+    assert_int_equal(decider_http_parse(body, strlen(body), s_prompt, &r, err, sizeof err), 0);
     assert_string_equal(r.req.model, "m");
     assert_string_equal(r.req.tenant, "t");
     assert_string_equal(r.req.strategy, "random");
@@ -101,20 +105,19 @@ static void test_parse_block_hashes(void **state)
 static void test_prompt_and_messages_hash_like_the_gateway(void **state)
 {
     (void)state;
-    ipl_tokenizer_t *tok = ipl_tokenizer_new_builtin();
+    const ipl_tokenizer_t *tok = ipl_prompt_tokenizer(s_prompt);
     const char *body = "{\"model\":\"m\",\"prompt\":\"The quick brown fox jumps over the lazy dog "
                        "again and again and again and again.\"}";
     decider_http_request_t r;
     char err[128];
-    assert_int_equal(decider_http_parse(body, strlen(body), &r, err, sizeof err), 0);
-    assert_int_equal(decider_http_hash(&r, tok, 4), 0);
+    assert_int_equal(decider_http_parse(body, strlen(body), s_prompt, &r, err, sizeof err), 0);
+    assert_int_equal(decider_http_hash(&r, s_prompt, 4), 0);
     size_t ntok = 0;
     const char *text = "The quick brown fox jumps over the lazy dog again and again and again and "
                        "again.";
     uint32_t *ids = ipl_tokenizer_encode(tok, text, strlen(text), &ntok);
     uint64_t want[64];
     size_t nb = ipl_block_hashes(ipl_hash_chain_start(0), ids, ntok, 4, want, 64);
-    free(ids);
     assert_int_equal(r.req.prompt_tokens, ntok);
     assert_int_equal(r.req.nhashes, nb);
     assert_true(nb > 3);
@@ -124,13 +127,23 @@ static void test_prompt_and_messages_hash_like_the_gateway(void **state)
 
     body = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi there, how are "
            "you doing today?\"}]}";
-    assert_int_equal(decider_http_parse(body, strlen(body), &r, err, sizeof err), 0);
+    assert_int_equal(decider_http_parse(body, strlen(body), s_prompt, &r, err, sizeof err), 0);
     assert_non_null(strstr(r.text, "<|im_start|>user\nhi there"));
     assert_non_null(strstr(r.text, "<|im_start|>assistant\n")); // generation prompt added
-    assert_int_equal(decider_http_hash(&r, tok, 4), 0);
+    assert_int_equal(decider_http_hash(&r, s_prompt, 4), 0);
     assert_true(r.req.nhashes > 0);
     decider_http_request_clear(&r);
-    ipl_tokenizer_destroy(&tok);
+
+    /* a cache_salt moves the whole chain to the salt's space, as the gateway hashes it */
+    body = "{\"model\":\"m\",\"cache_salt\":\"s1\",\"prompt\":\"The quick brown fox jumps "
+           "over the lazy dog again and again and again and again.\"}";
+    assert_int_equal(decider_http_parse(body, strlen(body), s_prompt, &r, err, sizeof err), 0);
+    assert_int_equal(decider_http_hash(&r, s_prompt, 4), 0);
+    ipl_block_hashes(ipl_hash_chain_start(ipl_hash_key(NULL, "s1")), ids, ntok, 4, want, 64);
+    assert_int_equal(r.req.nhashes, nb);
+    assert_memory_equal(r.req.hashes, want, nb * sizeof *want);
+    decider_http_request_clear(&r);
+    free(ids);
 }
 
 static void test_status_block_size_and_render(void **state)
@@ -272,7 +285,9 @@ int main(void)
     };
     ipl_log_set_level(IPL_LOG_OFF);
     curl_global_init(CURL_GLOBAL_DEFAULT);
+    s_prompt = ipl_prompt_open("builtin", NULL, 0);
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    ipl_prompt_destroy(&s_prompt);
     curl_global_cleanup();
     return rc;
 }

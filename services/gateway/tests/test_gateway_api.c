@@ -11,13 +11,16 @@
 
 #include "gateway_api.h"
 #include "ipl_error.h"
+#include "ipl_prompt.h"
+
+static ipl_prompt_t *s_prompt; /* the built-in model: chats render as ChatML */
 
 /* Parses `body`; expects success. */
 static gateway_api_req_t *s_ok(gateway_api_kind_t kind, const char *body)
 {
     gateway_api_req_t *req = NULL;
     gateway_api_error_t err = {0};
-    int rc = gateway_api_parse(kind, body, strlen(body), &req, &err);
+    int rc = gateway_api_parse(kind, body, strlen(body), s_prompt, &req, &err);
     if (rc != 0) fail_msg("unexpected error for %s: %s", body, err.message);
     assert_non_null(req);
     return req;
@@ -28,7 +31,7 @@ static void s_bad(gateway_api_kind_t kind, const char *body, const char *param, 
 {
     gateway_api_req_t *req = (gateway_api_req_t *)0x1;
     gateway_api_error_t err = {0};
-    int rc = gateway_api_parse(kind, body, body ? strlen(body) : 0, &req, &err);
+    int rc = gateway_api_parse(kind, body, body ? strlen(body) : 0, s_prompt, &req, &err);
     if (rc == 0) fail_msg("accepted invalid body %s", body);
     assert_int_equal(rc, IPL_E_INVAL);
     assert_null(req);
@@ -67,7 +70,33 @@ static void test_chat_valid(void **state)
     assert_false(req->stream);
     assert_int_equal(req->max_tokens, 7);
     assert_string_equal(req->prompt, "<|im_start|>user\nhi<|im_end|>\n");
+    assert_true(req->chat);
+    assert_null(req->cache_salt);
     gateway_api_req_destroy(&req);
+
+    /* vLLM's cache_salt is kept for the block hashes */
+    req = s_ok(GATEWAY_API_CHAT, "{\"model\":\"m\",\"cache_salt\":\"s1\","
+                                 "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
+    assert_string_equal(req->cache_salt, "s1");
+    gateway_api_req_destroy(&req);
+    req = s_ok(GATEWAY_API_COMPLETIONS, "{\"model\":\"m\",\"prompt\":\"x\"}");
+    assert_false(req->chat);
+    gateway_api_req_destroy(&req);
+}
+
+static void test_chat_fields_checked(void **state)
+{
+    (void)state;
+    const char *msgs = "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]";
+    char body[256];
+    snprintf(body, sizeof body, "{\"model\":\"m\",\"cache_salt\":5,%s}", msgs);
+    s_bad(GATEWAY_API_CHAT, body, "cache_salt", "must be a string");
+    snprintf(body, sizeof body, "{\"model\":\"m\",\"tools\":{},%s}", msgs);
+    s_bad(GATEWAY_API_CHAT, body, "tools", "must be an array");
+    snprintf(body, sizeof body, "{\"model\":\"m\",\"chat_template_kwargs\":[],%s}", msgs);
+    s_bad(GATEWAY_API_CHAT, body, "chat_template_kwargs", "must be an object");
+    snprintf(body, sizeof body, "{\"model\":\"m\",\"continue_final_message\":1,%s}", msgs);
+    s_bad(GATEWAY_API_CHAT, body, "continue_final_message", "must be a boolean");
 }
 
 static void test_chat_invalid(void **state)
@@ -224,9 +253,16 @@ static void test_deep_nesting_is_rejected(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_chat_valid),  cmocka_unit_test(test_chat_invalid),
-        cmocka_unit_test(test_completions), cmocka_unit_test(test_upstream_body),
-        cmocka_unit_test(test_error_body),  cmocka_unit_test(test_deep_nesting_is_rejected),
+        cmocka_unit_test(test_chat_valid),
+        cmocka_unit_test(test_chat_invalid),
+        cmocka_unit_test(test_chat_fields_checked),
+        cmocka_unit_test(test_completions),
+        cmocka_unit_test(test_upstream_body),
+        cmocka_unit_test(test_error_body),
+        cmocka_unit_test(test_deep_nesting_is_rejected),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    s_prompt = ipl_prompt_open("builtin", NULL, 0);
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    ipl_prompt_destroy(&s_prompt);
+    return failed;
 }
