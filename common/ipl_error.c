@@ -3,6 +3,9 @@
  */
 #include "ipl_error.h"
 
+#include <stdarg.h>
+#include <stdio.h>
+
 const char *ipl_strerror(int code)
 {
     switch (code) {
@@ -35,4 +38,13 @@ const char *ipl_strerror(int code)
     default:
         return "unknown_error";
     }
+}
+
+void ipl_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
 }

@@ -8,6 +8,8 @@
 #ifndef IPL_ERROR_H
 #define IPL_ERROR_H
 
+#include <stddef.h>
+
 enum {
     IPL_OK = 0,
     IPL_E_TRUNCATED = -1, /* input ended in the middle of a value */
@@ -26,5 +28,9 @@ enum {
 
 /* A static string naming `code` ("truncated", "wrong_type", ...). Never NULL. */
 const char *ipl_strerror(int code);
+
+/* Writes a printf-style message into err[errlen] (nothing when err is NULL or errlen 0): the
+ * "char *err, size_t errlen" out-parameter every constructor that can fail takes. */
+void ipl_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

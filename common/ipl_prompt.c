@@ -25,18 +25,6 @@ struct ipl_prompt {
     bool add_special;     /* plain prompts get the post-processor's specials (a folder) */
 };
 
-static void s_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void s_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static bool s_exists(const char *dir, const char *name)
 {
     char path[4096];
@@ -86,7 +74,7 @@ ipl_prompt_t *ipl_prompt_open(const char *spec, char *err, size_t errlen)
     if (err && errlen) err[0] = '\0';
     ipl_prompt_t *self = calloc(1, sizeof *self);
     if (!self) {
-        s_err(err, errlen, "out of memory");
+        ipl_errf(err, errlen, "out of memory");
         return NULL;
     }
     struct stat st;
@@ -136,7 +124,7 @@ static char *s_join_parts(const cJSON *parts, int index, char *err, size_t errle
     }
     char *out = malloc(cap);
     if (!out) {
-        s_err(err, errlen, "out of memory");
+        ipl_errf(err, errlen, "out of memory");
         return NULL;
     }
     size_t len = 0;
@@ -146,7 +134,7 @@ static char *s_join_parts(const cJSON *parts, int index, char *err, size_t errle
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
         const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
         if (!cJSON_IsObject(part)) {
-            s_err(err, errlen, "messages[%d].content[%d] is not an object", index, k);
+            ipl_errf(err, errlen, "messages[%d].content[%d] is not an object", index, k);
             free(out);
             return NULL;
         }
@@ -155,7 +143,7 @@ static char *s_join_parts(const cJSON *parts, int index, char *err, size_t errle
             continue;
         }
         if (!cJSON_IsString(text)) {
-            s_err(err, errlen, "messages[%d].content[%d].text is not a string", index, k);
+            ipl_errf(err, errlen, "messages[%d].content[%d].text is not a string", index, k);
             free(out);
             return NULL;
         }
@@ -212,7 +200,7 @@ static cJSON *s_prep(const cJSON *messages, char *err, size_t errlen)
 {
     cJSON *copy = cJSON_Duplicate(messages, true);
     if (!copy) {
-        s_err(err, errlen, "out of memory");
+        ipl_errf(err, errlen, "out of memory");
         return NULL;
     }
     int i = 0;
@@ -220,7 +208,7 @@ static cJSON *s_prep(const cJSON *messages, char *err, size_t errlen)
     cJSON_ArrayForEach(m, copy)
     {
         if (!cJSON_IsObject(m)) {
-            s_err(err, errlen, "messages[%d] is not an object", i);
+            ipl_errf(err, errlen, "messages[%d] is not an object", i);
             goto fail;
         }
         cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
@@ -230,12 +218,12 @@ static cJSON *s_prep(const cJSON *messages, char *err, size_t errlen)
             free(text);
             if (!str || !cJSON_ReplaceItemInObjectCaseSensitive(m, "content", str)) {
                 cJSON_Delete(str);
-                if (!err || !*err) s_err(err, errlen, "out of memory");
+                if (!err || !*err) ipl_errf(err, errlen, "out of memory");
                 goto fail;
             }
         }
         if (s_parse_arguments(m) != 0) {
-            s_err(err, errlen, "out of memory");
+            ipl_errf(err, errlen, "out of memory");
             goto fail;
         }
         i++;
@@ -255,7 +243,7 @@ int ipl_prompt_render(const ipl_prompt_t *self, const cJSON *messages, const cJS
     if (len) *len = 0;
     if (err && errlen) err[0] = '\0';
     if (!cJSON_IsArray(messages)) {
-        s_err(err, errlen, "messages must be an array of message objects"); /* as ipl_chat */
+        ipl_errf(err, errlen, "messages must be an array of message objects"); /* as ipl_chat */
         return IPL_E_INVAL;
     }
     if (!self->tmpl) {

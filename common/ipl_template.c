@@ -38,18 +38,6 @@ struct ipl_template {
     ipl_jinja_limits_t limits;
 };
 
-static void s_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void s_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* Reads a whole file; NULL with errno set (ENOENT when absent). */
 static char *s_read(const char *path, size_t *len)
 {
@@ -95,13 +83,13 @@ static int s_add(ipl_template_t *self, const char *name, const char *text, const
                  char *err, size_t errlen)
 {
     if (self->nnamed == S_MAX_NAMED) {
-        s_err(err, errlen, "%s: more than %d named chat templates", origin, S_MAX_NAMED);
+        ipl_errf(err, errlen, "%s: more than %d named chat templates", origin, S_MAX_NAMED);
         return -1;
     }
     char jerr[512];
     ipl_jinja_t *tpl = ipl_jinja_new(text, strlen(text), jerr, sizeof jerr);
     if (!tpl) {
-        s_err(err, errlen, "%s: chat template \"%s\": %s", origin, name, jerr);
+        ipl_errf(err, errlen, "%s: chat template \"%s\": %s", origin, name, jerr);
         return -1;
     }
     self->named[self->nnamed].name = strdup(name);
@@ -134,7 +122,7 @@ static int s_config_templates(ipl_template_t *self, const cJSON *config, const c
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name");
         const cJSON *text = cJSON_GetObjectItemCaseSensitive(e, "template");
         if (!cJSON_IsString(name) || !cJSON_IsString(text)) {
-            s_err(err, errlen, "%s: chat_template[%d] must be an object with string \"name\" and "
+            ipl_errf(err, errlen, "%s: chat_template[%d] must be an object with string \"name\" and "
                                "\"template\"", origin, i);
             return -1;
         }
@@ -175,7 +163,7 @@ ipl_template_t *ipl_template_new(const cJSON *config, const char *jinja, const c
     if (!origin) origin = "chat template";
     ipl_template_t *self = s_alloc();
     if (!self) {
-        s_err(err, errlen, "out of memory");
+        ipl_errf(err, errlen, "out of memory");
         return NULL;
     }
     if (config) s_tokens(self, config);
@@ -186,7 +174,7 @@ ipl_template_t *ipl_template_new(const cJSON *config, const char *jinja, const c
         have = s_config_templates(self, config, origin, err, errlen);
     }
     if (have <= 0) {
-        if (have == 0) s_err(err, errlen, "%s has no chat template", origin);
+        if (have == 0) ipl_errf(err, errlen, "%s has no chat template", origin);
         ipl_template_destroy(&self);
     }
     return self;
@@ -209,7 +197,7 @@ static int s_additional(ipl_template_t *self, const char *dir, char *err, size_t
         snprintf(file, sizeof file, "%s/%s", path, e->d_name);
         char *text = s_read(file, NULL);
         if (!text) {
-            s_err(err, errlen, "%s: %s", file, strerror(errno));
+            ipl_errf(err, errlen, "%s: %s", file, strerror(errno));
             rc = -1;
             break;
         }
@@ -226,7 +214,7 @@ ipl_template_t *ipl_template_load(const char *dir, char *err, size_t errlen)
 {
     if (err && errlen) err[0] = '\0';
     if (!dir) {
-        s_err(err, errlen, "no model folder given");
+        ipl_errf(err, errlen, "no model folder given");
         return NULL;
     }
     char cfg_path[4096], jinja_path[4096];
@@ -234,7 +222,7 @@ ipl_template_t *ipl_template_load(const char *dir, char *err, size_t errlen)
     snprintf(jinja_path, sizeof jinja_path, "%s/chat_template.jinja", dir);
     char *cfg_text = s_read(cfg_path, NULL);
     if (!cfg_text && errno != ENOENT) {
-        s_err(err, errlen, "%s: %s", cfg_path, strerror(errno));
+        ipl_errf(err, errlen, "%s: %s", cfg_path, strerror(errno));
         return NULL;
     }
     cJSON *config = NULL;
@@ -242,14 +230,14 @@ ipl_template_t *ipl_template_load(const char *dir, char *err, size_t errlen)
         config = cJSON_Parse(cfg_text);
         free(cfg_text);
         if (!cJSON_IsObject(config)) {
-            s_err(err, errlen, "%s: not a JSON object", cfg_path);
+            ipl_errf(err, errlen, "%s: not a JSON object", cfg_path);
             cJSON_Delete(config);
             return NULL;
         }
     }
     char *jinja = s_read(jinja_path, NULL);
     if (!jinja && errno != ENOENT) {
-        s_err(err, errlen, "%s: %s", jinja_path, strerror(errno));
+        ipl_errf(err, errlen, "%s: %s", jinja_path, strerror(errno));
         cJSON_Delete(config);
         return NULL;
     }
@@ -271,13 +259,13 @@ ipl_template_t *ipl_template_load(const char *dir, char *err, size_t errlen)
             if (self) {
                 if (config) s_tokens(self, config);
                 int have = s_config_templates(self, proc, proc_path, err, errlen);
-                if (have == 0) s_err(err, errlen, "%s has no chat template", proc_path);
+                if (have == 0) ipl_errf(err, errlen, "%s has no chat template", proc_path);
                 if (have <= 0) ipl_template_destroy(&self);
             }
         } else if (!config) {
-            s_err(err, errlen, "%s: neither tokenizer_config.json nor chat_template.jinja", dir);
+            ipl_errf(err, errlen, "%s: neither tokenizer_config.json nor chat_template.jinja", dir);
         } else {
-            s_err(err, errlen, "%s has no chat template (no chat_template key, no "
+            ipl_errf(err, errlen, "%s has no chat template (no chat_template key, no "
                                "chat_template.jinja or chat_template.json beside it)", cfg_path);
         }
         cJSON_Delete(proc);
@@ -366,13 +354,13 @@ static int s_continue_final(const cJSON *messages, char *text, size_t *len, char
             if (cJSON_IsString(t)) final = t->valuestring; /* the last text part wins */
         }
         if (!final) {
-            s_err(err, errlen, "continue_final_message is set but we could not find any text "
+            ipl_errf(err, errlen, "continue_final_message is set but we could not find any text "
                                "to continue in the final message!");
             return IPL_E_INVAL;
         }
     }
     if (!final) {
-        s_err(err, errlen, "continue_final_message is set but the final message has no text "
+        ipl_errf(err, errlen, "continue_final_message is set but the final message has no text "
                            "content");
         return IPL_E_INVAL;
     }
@@ -388,7 +376,7 @@ static int s_continue_final(const cJSON *messages, char *text, size_t *len, char
                 break;
             }
     if (at == SIZE_MAX) {
-        s_err(err, errlen, "continue_final_message is set but the final message does not "
+        ipl_errf(err, errlen, "continue_final_message is set but the final message does not "
                            "appear in the chat after applying the chat template! This can "
                            "happen if the chat template deletes portions of the final message. "
                            "Please verify the chat template and final message in your chat to "
@@ -413,20 +401,20 @@ int ipl_template_render(const ipl_template_t *self, const cJSON *messages, const
     if (out) *out = NULL;
     if (len) *len = 0;
     if (!self || !out || !cJSON_IsArray(messages)) {
-        s_err(err, errlen, "messages must be a JSON array");
+        ipl_errf(err, errlen, "messages must be a JSON array");
         return IPL_E_INVAL;
     }
     if (tools && !cJSON_IsArray(tools) && !cJSON_IsNull(tools)) {
-        s_err(err, errlen, "tools must be a JSON array or null");
+        ipl_errf(err, errlen, "tools must be a JSON array or null");
         return IPL_E_INVAL;
     }
     if (tools && cJSON_IsNull(tools)) tools = NULL;
     if (kwargs && !cJSON_IsObject(kwargs) && !cJSON_IsNull(kwargs)) {
-        s_err(err, errlen, "chat template kwargs must be a JSON object");
+        ipl_errf(err, errlen, "chat template kwargs must be a JSON object");
         return IPL_E_INVAL;
     }
     if (continue_final_message && add_generation_prompt) {
-        s_err(err, errlen, "continue_final_message and add_generation_prompt are not compatible. "
+        ipl_errf(err, errlen, "continue_final_message and add_generation_prompt are not compatible. "
                            "Use continue_final_message when you want the model to continue the "
                            "final message, and add_generation_prompt when you want to add a "
                            "header that will prompt it to start a new assistant message instead.");
@@ -434,7 +422,7 @@ int ipl_template_render(const ipl_template_t *self, const cJSON *messages, const
     }
     const ipl_jinja_t *tpl = s_pick(self, tools != NULL);
     if (!tpl) {
-        s_err(err, errlen, "this model's chat templates have no \"default\"%s",
+        ipl_errf(err, errlen, "this model's chat templates have no \"default\"%s",
               tools ? " nor \"tool_use\"" : "");
         return IPL_E_NOTFOUND;
     }
@@ -454,7 +442,7 @@ int ipl_template_render(const ipl_template_t *self, const cJSON *messages, const
             if (!k->string) continue;
             if (!strcmp(k->string, "messages") || !strcmp(k->string, "tools") ||
                 !strcmp(k->string, "documents") || !strcmp(k->string, "add_generation_prompt")) {
-                s_err(err, errlen, "chat template kwargs: '%s' is given twice (it is a "
+                ipl_errf(err, errlen, "chat template kwargs: '%s' is given twice (it is a "
                                    "parameter of its own)", k->string);
                 cJSON_Delete(vars);
                 return IPL_E_INVAL;

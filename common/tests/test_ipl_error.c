@@ -60,9 +60,21 @@ static void test_unknown_codes(void **state)
     assert_string_equal(ipl_strerror(-2147483647 - 1), "unknown_error");
 }
 
+static void test_errf(void **state)
+{
+    (void)state;
+    char err[16] = "untouched";
+    ipl_errf(err, sizeof err, "%s:%d: %s", "f.yaml", 7, "too long to fit here");
+    assert_string_equal(err, "f.yaml:7: too l"); // cut, terminated
+    ipl_errf(NULL, 0, "%d", 1);                // no buffer: nothing
+    ipl_errf(err, 0, "x");                      // no room: unchanged
+    assert_string_equal(err, "f.yaml:7: too l");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_errf),
         cmocka_unit_test(test_names_are_label_safe_and_distinct),
         cmocka_unit_test(test_pinned_names),
         cmocka_unit_test(test_unknown_codes),

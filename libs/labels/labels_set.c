@@ -26,18 +26,6 @@ struct labels_set {
     char names[LABELS_MAX][LABELS_NAME_MAX_BYTES + 1];
 };
 
-static void s_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void s_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static bool s_valid_name(const char *name)
 {
     size_t n = strlen(name);
@@ -56,7 +44,7 @@ static int s_intern(labels_set_t *self, const char *name, const char *what, char
                     size_t errlen)
 {
     if (!name || !s_valid_name(name)) {
-        s_err(err, errlen,
+        ipl_errf(err, errlen,
               "%s: label \"%s\" is not a label name (1..%d characters of A-Z a-z 0-9 _ . : / -)",
               what, name ? name : "", LABELS_NAME_MAX_BYTES);
         return -1;
@@ -64,7 +52,7 @@ static int s_intern(labels_set_t *self, const char *name, const char *what, char
     for (size_t i = 0; i < self->nlabels; i++)
         if (strcmp(self->names[i], name) == 0) return (int)i;
     if (self->nlabels == LABELS_MAX) {
-        s_err(err, errlen,
+        ipl_errf(err, errlen,
               "%s: label \"%s\" is one too many (at most %d labels, built-in ones "
               "included)",
               what, name, LABELS_MAX);
@@ -86,23 +74,23 @@ static int s_rules(labels_set_t *self, const labels_config_t *c, char *err, size
         int id = s_intern(self, r->label, what, err, errlen);
         if (id < 0) return IPL_E_INVAL;
         if (!r->nkeywords && !r->regex) {
-            s_err(err, errlen, "%s: has neither keywords nor a regex", what);
+            ipl_errf(err, errlen, "%s: has neither keywords nor a regex", what);
             return IPL_E_INVAL;
         }
         for (size_t k = 0; k < r->nkeywords; k++)
             if (labels_rules_add_keyword(self->rules, id, r->keywords[k], r->substring, why,
                                          sizeof why)) {
-                s_err(err, errlen, "%s: keywords[%zu]: %s", what, k, why);
+                ipl_errf(err, errlen, "%s: keywords[%zu]: %s", what, k, why);
                 return IPL_E_INVAL;
             }
         if (r->regex &&
             labels_rules_add_regex(self->rules, id, r->regex, r->icase, why, sizeof why)) {
-            s_err(err, errlen, "%s: %s", what, why);
+            ipl_errf(err, errlen, "%s: %s", what, why);
             return IPL_E_INVAL;
         }
     }
     if (labels_rules_build(self->rules, c->regex_max_bytes, why, sizeof why)) {
-        s_err(err, errlen, "rules: %s", why);
+        ipl_errf(err, errlen, "rules: %s", why);
         return IPL_E_INVAL;
     }
     self->rules_words = labels_rules_wants_words(self->rules);
@@ -123,14 +111,14 @@ static int s_classes(labels_set_t *self, const labels_config_t *c, char *err, si
         int id = background ? -1 : s_intern(self, k->label, what, err, errlen);
         if (!background && id < 0) return IPL_E_INVAL;
         if (!k->nexamples) {
-            s_err(err, errlen, "%s: has no examples", what);
+            ipl_errf(err, errlen, "%s: has no examples", what);
             return IPL_E_INVAL;
         }
         for (size_t e = 0; e < k->nexamples; e++) {
             const char *x = k->examples[e] ? k->examples[e] : "";
             int rc = labels_classifier_add(self->classifier, id, x, strlen(x));
             if (rc == IPL_E_RANGE) {
-                s_err(err, errlen, "%s: more than %d classes", what, LABELS_CLASSIFIER_MAX_CLASSES);
+                ipl_errf(err, errlen, "%s: more than %d classes", what, LABELS_CLASSIFIER_MAX_CLASSES);
                 return IPL_E_INVAL;
             }
             if (rc) return rc;
@@ -138,12 +126,12 @@ static int s_classes(labels_set_t *self, const labels_config_t *c, char *err, si
     }
     double threshold = c->threshold == 0 ? LABELS_DEFAULT_THRESHOLD : c->threshold;
     if (!(threshold > 0 && threshold < 1)) {
-        s_err(err, errlen, "threshold %g: must lie between 0 and 1 (exclusive)", threshold);
+        ipl_errf(err, errlen, "threshold %g: must lie between 0 and 1 (exclusive)", threshold);
         return IPL_E_INVAL;
     }
     int rc = labels_classifier_train(self->classifier, threshold);
     if (rc == IPL_E_INVAL)
-        s_err(err, errlen,
+        ipl_errf(err, errlen,
               "classes: the classifier needs at least two distinct classes (add a "
               "background class without a label) and examples with words");
     return rc;
@@ -153,7 +141,7 @@ labels_set_t *labels_set_new(const labels_config_t *config, char *err, size_t er
 {
     labels_set_t *self = calloc(1, sizeof *self);
     if (!self) {
-        s_err(err, errlen, "out of memory");
+        ipl_errf(err, errlen, "out of memory");
         return NULL;
     }
     self->pii = labels_pii_make(config->detectors);
@@ -167,7 +155,7 @@ labels_set_t *labels_set_new(const labels_config_t *config, char *err, size_t er
     if (config->nrules) rc = s_rules(self, config, err, errlen);
     if (!rc && config->nclasses) rc = s_classes(self, config, err, errlen);
     if (rc) {
-        if (rc == IPL_E_NOMEM) s_err(err, errlen, "out of memory");
+        if (rc == IPL_E_NOMEM) ipl_errf(err, errlen, "out of memory");
         labels_set_destroy(&self);
         return NULL;
     }
