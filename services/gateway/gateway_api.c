@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api_json.h"
 #include "ipl_error.h"
 #include "ipl_prompt.h"
 
@@ -39,19 +40,6 @@ const char *gateway_api_kind_name(gateway_api_kind_t kind)
                                           : "completions";
 }
 
-/* A JSON type name for messages: "a number", "an array"... */
-static const char *s_json_type(const cJSON *item)
-{
-    if (!item) return "nothing";
-    if (cJSON_IsNull(item)) return "null";
-    if (cJSON_IsBool(item)) return "a boolean";
-    if (cJSON_IsNumber(item)) return "a number";
-    if (cJSON_IsString(item)) return "a string";
-    if (cJSON_IsArray(item)) return "an array";
-    if (cJSON_IsObject(item)) return "an object";
-    return "an unknown value";
-}
-
 /* Optional positive integer field: absent or null → 0. */
 static int s_positive_int(const cJSON *root, const char *name, int64_t *out,
                           gateway_api_error_t *err)
@@ -62,7 +50,7 @@ static int s_positive_int(const cJSON *root, const char *name, int64_t *out,
     if (!cJSON_IsNumber(item) || !isfinite(v) || v != floor(v) || v < 1 || v > S_MAX_TOKENS_LIMIT) {
         gateway_api_error_set(
             err, 400, S_INVALID, name, NULL, "\"%s\" must be a positive integer, got %s", name,
-            cJSON_IsNumber(item) ? "a number out of range or with a fraction" : s_json_type(item));
+            cJSON_IsNumber(item) ? "a number out of range or with a fraction" : api_json_type(item));
         return IPL_E_INVAL;
     }
     *out = (int64_t)v;
@@ -78,7 +66,7 @@ static int s_optional(const cJSON *root, const char *name, cJSON_bool (*is)(cons
     if (!item || cJSON_IsNull(item)) return 0;
     if (!is(item)) {
         gateway_api_error_set(err, 400, S_INVALID, name, NULL, "\"%s\" must be %s, got %s", name,
-                              want, s_json_type(item));
+                              want, api_json_type(item));
         return IPL_E_INVAL;
     }
     *out = item;
@@ -92,7 +80,7 @@ static int s_parse_chat(gateway_api_req_t *req, cJSON *root, const ipl_prompt_t 
     if (!cJSON_IsArray(messages)) {
         gateway_api_error_set(err, 400, S_INVALID, "messages", NULL,
                               "\"messages\" is required and must be an array of messages, got %s",
-                              s_json_type(messages));
+                              api_json_type(messages));
         return IPL_E_INVAL;
     }
     if (cJSON_GetArraySize(messages) == 0) {
@@ -151,7 +139,7 @@ static int s_parse_completions(gateway_api_req_t *req, cJSON *root, gateway_api_
             if (!cJSON_IsString(item)) {
                 gateway_api_error_set(err, 400, S_INVALID, "prompt", NULL,
                                       "\"prompt\"[%d] must be a string, got %s", i,
-                                      s_json_type(item));
+                                      api_json_type(item));
                 return IPL_E_INVAL;
             }
             if (!first) first = item->valuestring;
@@ -162,7 +150,7 @@ static int s_parse_completions(gateway_api_req_t *req, cJSON *root, gateway_api_
         gateway_api_error_set(err, 400, S_INVALID, "prompt", NULL,
                               "\"prompt\" is required and must be a string or an array of "
                               "strings, got %s",
-                              s_json_type(prompt));
+                              api_json_type(prompt));
         return IPL_E_INVAL;
     }
     /* The batch's first prompt is the one routed on; the others usually share its prefix. */
@@ -217,28 +205,28 @@ int gateway_api_parse(gateway_api_kind_t kind, const char *body, size_t len,
     int rc = IPL_E_INVAL;
     if (!cJSON_IsObject(root)) {
         gateway_api_error_set(err, 400, S_INVALID, NULL, NULL,
-                              "the request body must be a JSON object, got %s", s_json_type(root));
+                              "the request body must be a JSON object, got %s", api_json_type(root));
         goto fail;
     }
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (!cJSON_IsString(model) || !model->valuestring[0]) {
         gateway_api_error_set(err, 400, S_INVALID, "model", NULL,
                               "\"model\" is required and must be a non-empty string, got %s",
-                              cJSON_IsString(model) ? "an empty string" : s_json_type(model));
+                              cJSON_IsString(model) ? "an empty string" : api_json_type(model));
         goto fail;
     }
     req->model = model->valuestring;
     const cJSON *stream = cJSON_GetObjectItemCaseSensitive(root, "stream");
     if (stream && !cJSON_IsBool(stream) && !cJSON_IsNull(stream)) {
         gateway_api_error_set(err, 400, S_INVALID, "stream", NULL,
-                              "\"stream\" must be a boolean, got %s", s_json_type(stream));
+                              "\"stream\" must be a boolean, got %s", api_json_type(stream));
         goto fail;
     }
     req->stream = cJSON_IsTrue(stream);
     const cJSON *opts = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
     if (opts && !cJSON_IsObject(opts) && !cJSON_IsNull(opts)) {
         gateway_api_error_set(err, 400, S_INVALID, "stream_options", NULL,
-                              "\"stream_options\" must be an object, got %s", s_json_type(opts));
+                              "\"stream_options\" must be an object, got %s", api_json_type(opts));
         goto fail;
     }
     const cJSON *salt;
