@@ -205,8 +205,11 @@ static void test_debug_policy(void **state)
     ipl_httpd_destroy(&httpd);
     policy_server_destroy(&s);
 
-    // --watch poll: said so.
+    // --watch poll: said so. (New endpoints: an inproc endpoint is released by the I/O
+    // thread after the socket closes, so binding the same one again at once can fail.)
     cfg.poll = true;
+    cfg.pub = "inproc://test-pd-pub-poll";
+    cfg.rep = "inproc://test-pd-rep-poll";
     s = policy_server_new(&cfg, metrics, err, sizeof err);
     assert_non_null(s);
     assert_string_equal(policy_server_watch_mode(s), "poll");
