@@ -44,8 +44,9 @@ void decider_options_add(decider_options_t *self, ipl_config_t *c, bool embedded
                    "ZeroMQ endpoint to bind a PUB on, publishing what this decider routes to "
                    "the other replicas (default: none)");
     ipl_config_add(c, "tokenizer", IPL_OPT_STR, &self->tokenizer, "builtin",
-                   "tokenizer for POST /v1/route prompts and messages: a tokenizer.json, a "
-                   "directory holding one, or \"builtin\" (use the gateway's)");
+                   "tokenizer for POST /v1/route prompts and messages: a model folder "
+                   "(tokenizer.json and its chat template), a tokenizer.json, or \"builtin\" "
+                   "(use the gateway's)");
     ipl_config_add(c, "peers", IPL_OPT_STR, &self->peers, NULL,
                    "the other deciders' --peer-pub endpoints, comma-separated: what they route "
                    "counts here as in flight and optimistically cached (default: none)");

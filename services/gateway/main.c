@@ -115,8 +115,9 @@ int main(int argc, char **argv)
     ipl_config_add(cfg, "policy-req", IPL_OPT_STR, &policy_req, "tcp://127.0.0.1:7012",
                    "ZeroMQ endpoint of the policy service's ROUTER (policy requests)");
     ipl_config_add(cfg, "tokenizer", IPL_OPT_STR, &tokenizer, "builtin",
-                   "the workers' tokenizer: a tokenizer.json, a directory holding one, or "
-                   "\"builtin\" (block hashes match only when this equals the workers')");
+                   "the workers' tokenizer: a model folder (tokenizer.json and its chat "
+                   "template: chats render as the model's), a tokenizer.json, or \"builtin\" "
+                   "(block hashes match only when this equals the workers'; docs/prompts.md)");
     ipl_config_add(cfg, "block-size", IPL_OPT_INT, &block_size, "16",
                    "tokens per hashed prompt block (the workers' KV block size)");
     ipl_config_add(cfg, "max-body-bytes", IPL_OPT_INT, &max_body, "8388608",

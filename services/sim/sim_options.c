@@ -17,8 +17,8 @@ void sim_options_add(sim_options_t *self, ipl_config_t *c)
     ipl_config_add(c, "port", IPL_OPT_INT, &self->port, "8000",
                    "port of the OpenAI API, /metrics and /health (vLLM)");
     ipl_config_add(c, "tokenizer", IPL_OPT_STR, &self->tokenizer, "builtin",
-                   "tokenizer.json file, or a directory holding one (vLLM: name or path of "
-                   "the HF tokenizer); \"builtin\" for the built-in tokenizer");
+                   "a model folder (tokenizer.json and its chat template, as vLLM loads a HF "
+                   "model), a tokenizer.json file, or \"builtin\" for the built-in tokenizer");
     ipl_config_add(c, "served-model-name", IPL_OPT_STR, &self->served_model_name, "sim-model",
                    "the model name clients ask for; several names are all accepted and "
                    "responses say the first (vLLM)");
