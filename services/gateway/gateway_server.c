@@ -28,6 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "decider_targets.h"
 #include "gateway_api.h"
 #include "gateway_auth.h"
 #include "gateway_messages.h"
@@ -842,15 +843,12 @@ static void s_messages_error(ipl_http_resp_t *resp, const gateway_api_error_t *e
         ipl_http_resp_error(resp, 500, "api_error", "out of memory");
 }
 
-/* Whether `model` is a pool's model or an alias of the gateway's policy. */
+/* Whether something serves `model` in the gateway's policy: a pool's model, or an alias that
+ * resolves to a pool (decider_targets_resolve, as the decider resolves it). */
 static bool s_model_known(gateway_server_t *srv, const char *model)
 {
     ipl_policy_snap_t *snap = ipl_policy_view_get(srv->policy);
-    bool known = false;
-    for (uint32_t i = 0; snap && !known && i < snap->policy->pools_len; i++)
-        known = !strcmp(snap->policy->pools[i].model, model);
-    for (uint32_t i = 0; snap && !known && i < snap->policy->aliases_len; i++)
-        known = !strcmp(snap->policy->aliases[i].name, model);
+    bool known = snap && decider_targets_resolve(snap->policy, model, 0, NULL) != NULL;
     ipl_policy_view_release(srv->policy, &snap);
     return known;
 }
