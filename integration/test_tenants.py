@@ -105,6 +105,9 @@ class TestTenants(unittest.TestCase):
         # x-api-key works as Authorization does
         st, _, doc = self.chat(headers={"x-api-key": KEY_B})
         self.assertEqual(st, 200, doc)
+        # Records reach the exporter asynchronously: wait for team-b's before counting from it
+        # (CI once read 0 here and 1 after the loop below).
+        wait_until(lambda: self.requests_of("team-b") >= 1, 5, what="team-b's record")
 
         # Isolation: team-a's requests are counted as team-a only, even when it claims to be
         # team-b through a header nobody trusts.
