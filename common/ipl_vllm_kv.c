@@ -233,23 +233,60 @@ static int s_read_opt_index(ipl_mp_reader_t *r, int64_t *out, int64_t max)
     return rc;
 }
 
-/* extra_keys: nil, or one entry per block, each nil or a tuple; true when any is not nil. */
-static int s_read_extra_keys(ipl_mp_reader_t *r, bool *has)
+/* One extra_keys entry that is not nil: when it is a one-string tuple (a LoRA request's
+ * (lora_name,)), that string in *str; else *str = NULL. */
+static int s_read_extra_key(ipl_mp_reader_t *r, const char **str, uint32_t *len)
 {
-    *has = false;
+    *str = NULL;
+    *len = 0;
+    if (ipl_mp_peek(r) == IPL_MP_ARRAY) {
+        ipl_mp_reader_t c = *r;
+        uint32_t n;
+        if (ipl_mp_read_array(&c, &n) == 0 && n == 1 && ipl_mp_peek(&c) == IPL_MP_STR &&
+            ipl_mp_read_str(&c, str, len) == 0) {
+            *r = c;
+            return 0;
+        }
+        *str = NULL;
+        *len = 0;
+    }
+    return ipl_mp_skip(r);
+}
+
+/* extra_keys: nil, or one entry per block, each nil or a tuple; ev->has_extra_keys when any
+ * is not nil, and ev->extra_key_str when every non-nil one is the same one-string tuple. */
+static int s_read_extra_keys(ipl_mp_reader_t *r, ipl_vllm_kv_event_t *ev)
+{
+    ev->has_extra_keys = false;
+    ev->extra_key_str = NULL;
+    ev->extra_key_str_len = 0;
     if (ipl_mp_try_nil(r)) return 0;
     if (ipl_mp_peek(r) != IPL_MP_ARRAY) {
-        *has = true; /* not the documented shape, but a value: the hash covers it */
+        ev->has_extra_keys = true; /* not the documented shape, but a value: the hash covers it */
         return ipl_mp_skip(r);
     }
     ipl_mp_reader_t c = *r;
     uint32_t n;
+    bool same = true; /* every non-nil entry so far is the one string */
     int rc = ipl_mp_read_array(&c, &n);
     for (uint32_t i = 0; rc == 0 && i < n; i++) {
-        if (!ipl_mp_try_nil(&c)) {
-            *has = true;
-            rc = ipl_mp_skip(&c);
+        if (ipl_mp_try_nil(&c)) continue;
+        const char *s;
+        uint32_t len;
+        rc = s_read_extra_key(&c, &s, &len);
+        if (rc != 0) break;
+        if (!s || (ev->has_extra_keys && (len != ev->extra_key_str_len ||
+                                          memcmp(s, ev->extra_key_str, len) != 0)))
+            same = false;
+        else if (!ev->has_extra_keys) {
+            ev->extra_key_str = s;
+            ev->extra_key_str_len = len;
         }
+        ev->has_extra_keys = true;
+    }
+    if (!same) {
+        ev->extra_key_str = NULL;
+        ev->extra_key_str_len = 0;
     }
     if (rc == 0) *r = c;
     return rc;
@@ -295,7 +332,7 @@ static int s_field(ipl_vllm_kv_decoder_t *self, ipl_mp_reader_t *r, s_field_t f,
         rc = s_read_opt_str(r, &ev->lora_name, &ev->lora_name_len);
         break;
     case F_EXTRA_KEYS:
-        rc = s_read_extra_keys(r, &ev->has_extra_keys);
+        rc = s_read_extra_keys(r, ev);
         break;
     case F_GROUP_IDX:
         rc = s_read_opt_index(r, &ev->group_idx, INT32_MAX);

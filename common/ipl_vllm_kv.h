@@ -60,6 +60,12 @@ typedef struct {
     /* extra_keys has at least one non-nil entry (multimodal, LoRA, cache salt, ...): the
      * engine's hash covers more than the tokens. vLLM 0.26+ sends [None] per block otherwise. */
     bool has_extra_keys;
+    /* With has_extra_keys: when every non-nil entry is the same one-string tuple — a LoRA
+     * request's (lora_name,) on every block — that string (not NUL-terminated); NULL when any
+     * entry holds more (a cache salt or multimodal keys beside the adapter, which the
+     * engine's hash covers and ours cannot). */
+    const char *extra_key_str;
+    uint32_t extra_key_str_len;
     const char *spec_kind; /* kv_cache_spec_kind: "full_attention", "sliding_window",
                               "mamba", ...; not NUL-terminated; NULL when absent/nil */
     uint32_t spec_kind_len;

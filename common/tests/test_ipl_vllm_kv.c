@@ -318,6 +318,61 @@ static void test_capture_like_map_event(void **state)
     free(o.buf);
 }
 
+/* One two-block BlockStored of a LoRA request with the given extra_keys bytes. */
+static s_out_t s_lora_event(const uint8_t *extra, size_t extra_len)
+{
+    s_out_t o = {0};
+    s_ts_header(&o, 1);
+    s_byte(&o, 0x86); /* map(6) */
+    s_str(&o, "type"), s_str(&o, "BlockStored");
+    s_str(&o, "block_hashes"), s_byte(&o, 0x92), s_byte(&o, 0x01), s_byte(&o, 0x02);
+    s_str(&o, "parent_block_hash"), s_byte(&o, 0xc0);
+    s_str(&o, "token_ids"), s_byte(&o, 0x92), s_byte(&o, 0x05), s_byte(&o, 0x06);
+    s_str(&o, "block_size"), s_byte(&o, 0x01);
+    s_str(&o, "extra_keys");
+    for (size_t i = 0; i < extra_len; i++)
+        s_byte(&o, extra[i]);
+    s_byte(&o, 0xc0); /* dp rank nil */
+    return o;
+}
+
+/* extra_key_str: the adapter's name when every block's extra keys are just (lora_name,),
+ * NULL when any holds more (a cache salt) or differs. */
+static void test_extra_keys_of_a_lora_request(void **state)
+{
+    static const uint8_t same[] = {0x92, 0x91, 0xa2, 'a', 'd', 0x91, 0xa2, 'a', 'd'};
+    static const uint8_t salted[] = {0x92, 0x92, 0xa2, 'a', 'd', 0xa1, 's', 0x91, 0xa2, 'a', 'd'};
+    static const uint8_t differ[] = {0x92, 0x91, 0xa2, 'a', 'd', 0x91, 0xa2, 'x', 'y'};
+    static const uint8_t nil_and_one[] = {0x92, 0xc0, 0x91, 0xa2, 'a', 'd'};
+    static const uint8_t not_str[] = {0x92, 0x91, 0x07, 0x91, 0x07};
+    const struct {
+        const uint8_t *bytes;
+        size_t len;
+        const char *want; /* NULL: no single string */
+    } cases[] = {{same, sizeof same, "ad"},
+                 {salted, sizeof salted, NULL},
+                 {differ, sizeof differ, NULL},
+                 {nil_and_one, sizeof nil_and_one, "ad"},
+                 {not_str, sizeof not_str, NULL}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        s_out_t o = s_lora_event(cases[i].bytes, cases[i].len);
+        ipl_vllm_kv_batch_t b;
+        s_rec_t rec;
+        assert_int_equal(s_decode(state, o.buf, o.len, &b, &rec), 0);
+        assert_int_equal(rec.calls, 1);
+        const ipl_vllm_kv_event_t *ev = &rec.ev[0];
+        assert_true(ev->has_extra_keys);
+        if (cases[i].want) {
+            assert_non_null(ev->extra_key_str);
+            assert_int_equal(ev->extra_key_str_len, strlen(cases[i].want));
+            assert_memory_equal(ev->extra_key_str, cases[i].want, ev->extra_key_str_len);
+        } else {
+            assert_null(ev->extra_key_str);
+        }
+        free(o.buf);
+    }
+}
+
 /* Pre-0.26 array form with every trailing field, then two unknown extra positions. */
 static void test_array_form_all_fields(void **state)
 {
@@ -699,6 +754,7 @@ int main(void)
         cmocka_unit_test(test_example_array_form),
         cmocka_unit_test(test_example_map_form),
         cmocka_unit_test(test_capture_like_map_event),
+        cmocka_unit_test(test_extra_keys_of_a_lora_request),
         cmocka_unit_test(test_array_form_all_fields),
         cmocka_unit_test(test_all_blocks_cleared_and_mixed),
         cmocka_unit_test(test_map_envelope),

@@ -414,6 +414,18 @@ static void s_incomplete(collector_stream_t *self, const char *why)
     if (!self->degraded) s_update_state(self, why); /* DEGRADED keeps its own cause */
 }
 
+/* The engine's hashes cover extra keys our chain does not: anything beyond the adapter's
+ * name — a cache salt (first block) or multimodal keys, with or without a LoRA. A LoRA
+ * request's blocks carry (lora_name,) each, which the adapter's hash space reproduces; an
+ * older vLLM that sends no extra_keys at all is taken at its lora_name. */
+static bool s_unreproducible(const ipl_vllm_kv_event_t *ev)
+{
+    if (!ev->has_extra_keys) return false;
+    if (!ev->lora_name || !ev->extra_key_str) return true;
+    return ev->extra_key_str_len != ev->lora_name_len ||
+           memcmp(ev->extra_key_str, ev->lora_name, ev->lora_name_len) != 0;
+}
+
 static void s_stored(collector_stream_t *self, const ipl_vllm_kv_event_t *ev)
 {
     if (ev->block_size == 0 || ev->nblocks == 0 ||
@@ -446,7 +458,7 @@ static void s_stored(collector_stream_t *self, const ipl_vllm_kv_event_t *ev)
         }
         parent = ipl_hash_chain_start(ipl_hash_key(name, NULL));
     }
-    if (ev->has_extra_keys && !ev->lora_name) {
+    if (s_unreproducible(ev)) {
         /* cache salt / multimodal keys change vLLM's chain; we cannot reproduce them */
         parent ^= s_private_key();
         self->stats.private_blocks += ev->nblocks;

@@ -81,6 +81,7 @@ typedef struct {
     const char *medium;
     int64_t group_idx; /* < 0: absent */
     bool salted;       /* extra_keys with a cache salt on the first block */
+    bool lora_without_keys; /* a LoRA event whose extra_keys are [nil] (older vLLM) */
 } s_stored_t;
 
 static void s_block_stored(s_batch_t *b, const s_stored_t *s)
@@ -116,9 +117,14 @@ static void s_block_stored(s_batch_t *b, const s_stored_t *s)
     s_str(pk, "extra_keys");
     msgpack_pack_array(pk, s->nblocks);
     for (uint32_t i = 0; i < s->nblocks; i++) {
-        if (s->salted && i == 0) {
-            msgpack_pack_array(pk, 1);
-            s_str(pk, "salt");
+        /* vLLM's generate_block_hash_extra_keys: (lora_name,) on every block of a LoRA
+         * request (unless the test wants the older [nil]), the cache salt on the first */
+        bool lora = s->lora_name && !s->lora_without_keys;
+        bool salt = s->salted && i == 0;
+        if (lora || salt) {
+            msgpack_pack_array(pk, (size_t)lora + (size_t)salt);
+            if (lora) s_str(pk, s->lora_name);
+            if (salt) s_str(pk, "salt");
         } else {
             msgpack_pack_nil(pk);
         }
@@ -282,8 +288,9 @@ static void test_lora_and_extra_keys_use_other_hash_spaces(void **state)
     s_expect(ipl_hash_chain_start(0), 7, 1, base);
     s_expect(ipl_hash_chain_start(ipl_hash_key("my-adapter", NULL)), 7, 1, lora);
     assert_true(base[0] != lora[0]);
+    uint64_t e4 = 4, e5 = 5;
     s_batch_t b;
-    s_batch_begin(&b, 3);
+    s_batch_begin(&b, 5);
     s_block_stored(&b,
                    &(s_stored_t){.engine = &e1, .nblocks = 1, .first_token = 7, .group_idx = -1});
     s_block_stored(&b, &(s_stored_t){.engine = &e2,
@@ -294,14 +301,34 @@ static void test_lora_and_extra_keys_use_other_hash_spaces(void **state)
     s_block_stored(
         &b, &(s_stored_t){
                 .engine = &e3, .nblocks = 1, .first_token = 7, .salted = true, .group_idx = -1});
+    /* a salted request to the adapter: (lora_name, salt) on its first block */
+    s_block_stored(&b, &(s_stored_t){.engine = &e4,
+                                     .nblocks = 1,
+                                     .first_token = 7,
+                                     .lora_name = "my-adapter",
+                                     .salted = true,
+                                     .group_idx = -1});
+    /* an older vLLM: lora_name with extra_keys [nil] */
+    s_block_stored(&b, &(s_stored_t){.engine = &e5,
+                                     .nblocks = 1,
+                                     .first_token = 7,
+                                     .lora_name = "my-adapter",
+                                     .lora_without_keys = true,
+                                     .group_idx = -1});
     assert_int_equal(s_batch_send(&b, f->st, 0), 0);
-    assert_int_equal(f->rec.nops, 3);
+    assert_int_equal(f->rec.nops, 5);
     assert_true(f->rec.ops[0].hashes[0] == base[0]);
     assert_true(f->rec.ops[1].hashes[0] == lora[0]);
     /* salted: neither the base nor the LoRA chain */
     assert_true(f->rec.ops[2].hashes[0] != base[0]);
     assert_true(f->rec.ops[2].hashes[0] != lora[0]);
-    assert_int_equal(collector_stream_stats(f->st)->private_blocks, 1);
+    /* salted with the adapter: not the adapter's space either (a request to the adapter
+     * without that salt must not be promised these blocks) */
+    assert_true(f->rec.ops[3].hashes[0] != lora[0]);
+    assert_true(f->rec.ops[3].hashes[0] != base[0]);
+    assert_true(f->rec.ops[3].hashes[0] != f->rec.ops[2].hashes[0]);
+    assert_true(f->rec.ops[4].hashes[0] == lora[0]);
+    assert_int_equal(collector_stream_stats(f->st)->private_blocks, 2);
 }
 
 /* vLLM sends one BlockRemoved per block: a run of them in one batch is one REMOVED op, sent
