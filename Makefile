@@ -18,7 +18,7 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo 0.1.0-dev)
 OPT     ?= -O2
 # Every library folder is on the include path; tools/check-layers (run by `make test`) proves
 # that each file includes only what its layer may.
-LIB_DIRS := common proto libs/engine libs/decision libs/policy libs/decider libs/tenants libs/api libs/labels
+LIB_DIRS := common proto libs/engine libs/decision libs/policy libs/decider libs/tenants libs/api libs/labels libs/fairq libs/limits
 CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-missing-field-initializers \
            -g $(OPT) -fno-strict-aliasing -MMD -MP $(LIB_DIRS:%=-I%) \
            -DIPL_VERSION=\"$(VERSION)\" $(EXTRA_CFLAGS)
@@ -48,6 +48,8 @@ decider_DIR   := libs/decider
 tenants_DIR   := libs/tenants
 api_DIR       := libs/api
 labels_DIR    := libs/labels
+fairq_DIR     := libs/fairq
+limits_DIR    := libs/limits
 ipl_USES      :=
 proto_USES    := ipl
 engine_USES   := ipl
@@ -57,7 +59,9 @@ decider_USES  := policy decision proto ipl
 tenants_USES  := ipl
 api_USES      := ipl
 labels_USES   := ipl
-LIB_NAMES     := decider tenants policy decision engine api labels proto ipl
+fairq_USES    := ipl
+limits_USES   := proto ipl
+LIB_NAMES     := decider tenants policy decision engine api labels fairq limits proto ipl
 lib_archive    = $(BUILD)/lib$(if $(filter ipl,$(1)),ipl,ipl-$(1)).a
 LIB_ARCHIVES  := $(foreach l,$(LIB_NAMES),$(call lib_archive,$(l)))
 LIB_SRC       := $(foreach l,$(LIB_NAMES),$(wildcard $($(l)_DIR)/*.c))
@@ -191,6 +195,7 @@ FUZZ_LIBSRC   = $(filter-out common/ipl_httpd.c common/ipl_admin.c common/ipl_se
 FUZZ_EXTRA_fuzz_tenants := $(wildcard libs/tenants/*.c)
 FUZZ_EXTRA_fuzz_labels  := $(wildcard libs/labels/*.c)
 FUZZ_EXTRA_fuzz_api_anthropic := $(wildcard libs/api/*.c)
+FUZZ_EXTRA_fuzz_limits := $(wildcard libs/limits/*.c)
 .PHONY: fuzz fuzz-build
 fuzz-build: $(FUZZ_BINS)
 .SECONDEXPANSION:

@@ -67,6 +67,7 @@ struct ipl_httpd {
     int port;
     char listen[128]; /* as given, for logs */
     size_t max_body;
+    size_t max_header, max_url; /* ipl_httpd_limits (0: unchecked) */
     s_route_t *routes;
     size_t nroutes;
     size_t routes_cap;
@@ -280,6 +281,14 @@ void ipl_httpd_route(ipl_httpd_t *self, const char *method, const char *path,
     assert(r->path && r->method);
     r->fn = fn;
     r->arg = arg;
+}
+
+void ipl_httpd_limits(ipl_httpd_t *self, size_t max_header_bytes, size_t max_url_bytes)
+{
+    if (!self) return;
+    assert(!self->daemon && "set limits before ipl_httpd_start");
+    self->max_header = max_header_bytes;
+    self->max_url = max_url_bytes;
 }
 
 int ipl_httpd_port(const ipl_httpd_t *self)
@@ -553,14 +562,52 @@ static const s_route_t *s_match(const ipl_httpd_t *self, const char *method, con
     return NULL;
 }
 
-/* Decides, from the headers alone, whether the request is refused (404, 405, or 413 by
- * Content-Length), and whether to say so at once or after draining the body. */
+/* Adds the bytes of one header or query argument ("name: value\r\n", "name=value&"). */
+static enum MHD_Result s_count_value(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    (void)kind;
+    *(size_t *)cls += (key ? strlen(key) : 0) + (value ? strlen(value) : 0) + 2;
+    return MHD_YES;
+}
+
+/* 431 or 414 when the head exceeds ipl_httpd_limits, else 0 (err_msg filled). */
+static int s_head_too_big(const ipl_httpd_t *self, struct MHD_Connection *conn, ipl_http_req_t *req)
+{
+    size_t header = 0, url = strlen(req->path);
+    if (self->max_header) {
+        MHD_get_connection_values(conn, MHD_HEADER_KIND, s_count_value, &header);
+        if (header > self->max_header) {
+            snprintf(req->err_msg, sizeof req->err_msg,
+                     "request headers of %zu bytes exceed the limit of %zu bytes", header,
+                     self->max_header);
+            return 431;
+        }
+    }
+    if (self->max_url) {
+        MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, s_count_value, &url);
+        if (url > self->max_url) {
+            snprintf(req->err_msg, sizeof req->err_msg,
+                     "request target of about %zu bytes exceeds the limit of %zu bytes", url,
+                     self->max_url);
+            return 414;
+        }
+    }
+    return 0;
+}
+
+/* Decides, from the headers alone, whether the request is refused (404, 405, 413 by
+ * Content-Length, 431 and 414 by ipl_httpd_limits), and whether to say so at once or after
+ * draining the body. */
 static enum MHD_Result s_first_call(ipl_httpd_t *self, struct MHD_Connection *conn,
                                     ipl_http_req_t *req)
 {
     char allow[128];
     req->route = s_match(self, req->method, req->path, allow, sizeof allow);
-    if (!req->route && allow[0]) {
+    int head = s_head_too_big(self, conn, req);
+    if (head) {
+        req->err_status = head;
+    } else if (!req->route && allow[0]) {
         req->err_status = 405;
         snprintf(req->err_msg, sizeof req->err_msg, "method %s is not allowed on %s (allowed: %s)",
                  req->method, req->path, allow);
@@ -687,10 +734,15 @@ int ipl_httpd_start(ipl_httpd_t *self)
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_POLL | MHD_USE_ITC;
     if (self->family == AF_INET6) flags |= MHD_USE_IPv6;
+    /* MHD's per-connection buffer holds the whole head: room for the limits, so that a head
+     * above them reaches s_first_call and gets our JSON answer rather than MHD's. */
+    size_t memory = 32 * 1024;
+    if (self->max_header + self->max_url + 16 * 1024 > memory)
+        memory = self->max_header + self->max_url + 16 * 1024;
     self->daemon = MHD_start_daemon(flags, 0, NULL, NULL, s_access, self, MHD_OPTION_LISTEN_SOCKET,
                                     fd, MHD_OPTION_NOTIFY_COMPLETED, s_completed, self,
                                     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)S_IDLE_TIMEOUT_S,
-                                    MHD_OPTION_END);
+                                    MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory, MHD_OPTION_END);
     if (!self->daemon) {
         int err = errno;
         char quoted[160];
@@ -754,4 +806,11 @@ const char *ipl_http_req_body(const ipl_http_req_t *req, size_t *len)
 {
     if (len) *len = req->len;
     return req->body ? req->body : "";
+}
+
+int ipl_http_req_socket(const ipl_http_req_t *req)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
 }

@@ -4,10 +4,11 @@
  * Threading: MHD runs one thread per connection, so a handler may block (ask another process
  * over ZeroMQ, wait for an upstream). Handlers run concurrently and must be thread-safe.
  * The request body is read completely before the handler runs; a body above `max_body` gets
- * 413 with a JSON error and the handler never runs. Refusals (404, 405, 413) are sent after
- * the client has sent its body (which is dropped), so clients that write the whole body
- * before reading see them, up to a 64 MiB body; beyond that, or when the client sent
- * "Expect: 100-continue", they are sent at once and the connection is closed.
+ * 413 with a JSON error and the handler never runs (headers and target: ipl_httpd_limits).
+ * Refusals (404, 405, 413) are sent after the client has sent its body (which is dropped), so
+ * clients that write the whole body before reading see them, up to a 64 MiB body; beyond that,
+ * or when the client sent "Expect: 100-continue", they are sent at once and the connection is
+ * closed.
  * ipl_httpd_destroy ends open streams and waits for handlers that are still running, so
  * handlers that block must do so with a timeout.
  *
@@ -50,6 +51,12 @@ void ipl_httpd_destroy(ipl_httpd_t **self_p); /* stops, waits for connection thr
 void ipl_httpd_route(ipl_httpd_t *self, const char *method, const char *path,
                      ipl_http_handler_fn *fn, void *arg);
 
+/* Limits on a request's head, checked before any handler runs (call before ipl_httpd_start;
+ * 0: unchecked, MHD's own 32 KiB buffer for the whole head applies): a header section (names
+ * and values) above `max_header_bytes` gets 431, a request target (path and query) above
+ * `max_url_bytes` 414, both with JSON error bodies like 413's. */
+void ipl_httpd_limits(ipl_httpd_t *self, size_t max_header_bytes, size_t max_url_bytes);
+
 int ipl_httpd_start(ipl_httpd_t *self);      /* 0 or IPL_E_IO */
 int ipl_httpd_port(const ipl_httpd_t *self); /* the bound port */
 
@@ -59,6 +66,9 @@ const char *ipl_http_req_path(const ipl_http_req_t *req);
 const char *ipl_http_req_header(const ipl_http_req_t *req, const char *name); /* or NULL */
 const char *ipl_http_req_query(const ipl_http_req_t *req, const char *key);   /* or NULL */
 const char *ipl_http_req_body(const ipl_http_req_t *req, size_t *len);        /* NUL-terminated */
+/* The connection's socket, for watching whether the client hangs up while the handler waits
+ * (poll it for POLLRDHUP, peek at it; never read, write or close it), or -1. */
+int ipl_http_req_socket(const ipl_http_req_t *req);
 
 /* Buffered response. `body` is copied. */
 void ipl_http_resp_set(ipl_http_resp_t *resp, int status, const char *content_type,

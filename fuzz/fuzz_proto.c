@@ -2,7 +2,8 @@
  * Whatever decodes must re-encode and decode to the same bytes (round-trip stability): a
  * frame from an older sender re-encodes with its optional fields present (0, nil, empty).
  * Seeds (fuzz/seeds/fuzz_proto/): examples/policy-full's POLICY, with every published element
- * array and string list (policy_full), and a POLICY from before hash and them (policy_old). */
+ * array and string list (policy_full), a POLICY from before hash and them (policy_old), and
+ * a gateway replica's LIMITS_USAGE with two tenants (limits_usage). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -294,7 +294,8 @@ class TestGatewayRouting(GatewayCase):
     def test_decider_statuses_map_to_http(self):
         st = checked_stack(self)
         worker, dec = self.fakes()
-        gw = self.start_gateway(st, decider=dec.endpoint)
+        # no fair queue: OVERLOADED is answered at once (its waiting: test_fair_queue)
+        gw = self.start_gateway(st, decider=dec.endpoint, extra=["--queue-max-wait-ms", "0"])
         chat = gw.api + "/v1/chat/completions"
         for model, want, code in [("nopool", 404, "model_not_found"), ("busy", 429, "overloaded"),
                                   ("down", 503, "no_worker_available"),
@@ -449,7 +450,7 @@ class TestGatewayProxy(GatewayCase):
         gaps = sorted(b - a for a, b in zip(content, content[1:]))
         self.assertGreater(gaps[len(gaps) // 2], 0.1, gaps)  # median: robust to a stall
 
-    def test_unreachable_worker_is_retried_once(self):
+    def test_unreachable_worker_is_retried(self):
         status, hdrs, got = http_json("POST", self.chat, dict(CHAT, model="flaky", max_tokens=1))
         self.assertEqual(status, 200, got)
         self.assertEqual(hdrs["x-inferplane-endpoint"], self.worker.url)
@@ -458,9 +459,11 @@ class TestGatewayProxy(GatewayCase):
         self.assertEqual(status, 502)
         self.assertEqual(got["error"]["code"], "upstream_unreachable")
         self.assertIn(self.dec.dead_url, got["error"]["message"])
+        # "flaky": one retry; "dead": --max-attempts (3) attempts, each a connection failure
         s = scrape(self.gw.admin_url)
-        self.assertEqual(metric(s, "inferplane_gateway_retries_total"), 2)
-        self.assertEqual(metric(s, "inferplane_gateway_upstream_errors_total", kind="connect"), 3)
+        self.assertEqual(metric(s, "inferplane_gateway_retries_total", reason="connect"), 3)
+        self.assertEqual(metric(s, "inferplane_gateway_upstream_errors_total", kind="connect"), 4)
+        self.assertEqual(hdrs["x-inferplane-attempts"], "3")
 
     def test_client_disconnect_aborts_upstream(self):
         self.worker.delay = 0.1

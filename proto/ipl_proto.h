@@ -84,9 +84,12 @@ enum {
              "elements).")                                                                         \
     S(alias_target, "One weighted target of a model alias (spec.aliases[].targets[], in list "     \
                     "order).")                                                                     \
-    S(limit, "A per-tenant limit of an InferencePolicy (declared; enforced by later work).")       \
+    S(limit, "A per-tenant limit of an InferencePolicy (enforced by gateways: docs/limits.md).")  \
     S(label_rule, "An operator's label rule (InferencePolicy spec.labels.rules[]): keywords "       \
                   "and/or a regular expression that give a label.")                                \
+    S(tenant_usage, "One tenant's usage at one gateway replica (LIMITS_USAGE): cumulative "     \
+                    "counters since the replica started (monotonic, so a lost message loses "     \
+                    "nothing) and its requests in flight now.")                                    \
     S(label_class, "A class of the labels classifier (spec.labels.classifier.classes[]) and its "  \
                    "example prompts.")
 
@@ -223,7 +226,25 @@ enum {
     F(X, u64, requests_per_minute, "0: no limit")                                                  \
     F(X, u64, input_tokens_per_minute, "0: no limit")                                              \
     F(X, u64, output_tokens_per_minute, "0: no limit")                                             \
-    F(X, u64, concurrent_requests, "0: no limit")
+    F(X, u64, concurrent_requests, "0: no limit")                                               \
+    F(X, opt_u64, weight,                                                                          \
+      "the tenant's share in fair queuing, 1..1000 (0 from policy services that predate it: 1)")   \
+    F(X, opt_str, priority,                                                                        \
+      "the tenant's highest priority class: \"interactive\", \"standard\" or \"batch\" (NULL "     \
+      "from policy services that predate it: \"standard\")")                                      \
+    F(X, opt_u64, cost_per_day_micros,                                                             \
+      "daily cost budget in micro-USD from the providers' cost hints, reset at 00:00 UTC (0: "     \
+      "none)")
+
+#define IPL_PROTO_FIELDS_tenant_usage(F, A, X)                                                     \
+    F(X, str, tenant, "the tenant")                                                                \
+    F(X, u64, requests, "requests admitted")                                                       \
+    F(X, u64, input_tokens, "prompt tokens admitted")                                              \
+    F(X, u64, output_tokens,                                                                       \
+      "output tokens charged: reserved at admission plus any excess found at settling")            \
+    F(X, u64, output_refunded, "output tokens refunded at settling (reserved but not generated)")  \
+    F(X, u64, cost_micros, "cost charged, micro-USD (from the targets' cost hints)")               \
+    F(X, u64, inflight, "requests of the tenant in flight at the replica now (a gauge)")
 
 #define IPL_PROTO_FIELDS_label_rule(F, A, X)                                                       \
     F(X, str, policy, "the InferencePolicy's metadata.name")                                       \
@@ -270,7 +291,12 @@ enum {
       "prediction. Sent only when the ROUTE_REP asked for it (observe = 1), once per request, on " \
       "the same connection that carried the ROUTE_REQ (only the decider that decided knows the "   \
       "decision's features): when the first token arrived (streaming), or at the end (not "        \
-      "streaming, or no token came). No reply.")
+      "streaming, or no token came). No reply.")                                                   \
+    M(LIMITS_USAGE, 12, limits_usage, "gateway", "other gateways", "PUB→SUB",                      \
+      "What one gateway replica admitted per tenant, every --limits-interval-ms (50), so that "    \
+      "every replica charges the cluster-wide limits' buckets with it (docs/limits.md). "          \
+      "Counters are cumulative per (replica, incarnation): a receiver applies the difference "     \
+      "from the last it saw, and starts again from zero when the incarnation changes.")
 
 /* KV_EVENT, LOAD and SNAPSHOT_END from an aggregator carry its incarnation: a random number
  * drawn when the aggregator process starts. A subscriber that sees it change knows the
@@ -369,7 +395,11 @@ enum {
       "from senders that predate it")                                                             \
     F(X, opt_strs, headers,                                                                       \
       "the request headers InferencePolicy rules name, each \"name=value\" (name lower-case; "    \
-      "split at the first '='); only those the policy's rules list are sent")
+      "split at the first '='); only those the policy's rules list are sent")                     \
+    F(X, opt_strs, avoid,                                                                         \
+      "worker, provider and GatewayBackend names the decider must not choose (a retry's failed "  \
+      "targets, open circuit breakers); none from senders that predate it: anything may be "     \
+      "chosen")
 
 #define IPL_PROTO_FIELDS_route_rep(F, A, X)                                                        \
     F(X, u64, req_id, "from the request")                                                          \
@@ -419,7 +449,33 @@ enum {
     F(X, f64, predicted_ttft_s, "decider's prediction, for calibration")                          \
     F(X, opt_strs, labels,                                                                        \
       "the request's semantic labels (names only: the gateway's and the trusted header's); none " \
-      "from gateways that predate it")
+      "from gateways that predate it")                                                            \
+    F(X, opt_str, outcome,                                                                         \
+      "what became of the request: \"ok\", \"rejected\" (refused by policy, routing or the "        \
+      "request's own fault), \"rate_limited\" (a tenant limit), \"queue_timeout\" (waited in the "  \
+      "gateway's queue too long), \"failed_over\" (answered after another target failed), "        \
+      "\"spilled\" (answered by a provider a spill or overflow chose) or \"error\" (docs/metrics.md,"\
+      " Outcomes); NULL from gateways that predate it: the exporter derives it from status_code, "  \
+      "reason, attempts and target_kind")                                                          \
+    F(X, opt_u64, queue_wait_us,                                                                   \
+      "microseconds the request waited in the gateway's fair queue or deferral before it was "     \
+      "routed or given up (0: it did not wait, and from gateways that predate it)")                \
+    F(X, opt_u64, attempts,                                                                        \
+      "upstream attempts made, the first included (0: none were made, or a gateway that "         \
+      "predates it)")                                                                              \
+    F(X, opt_str, target_kind,                                                                     \
+      "what answered: \"worker\", \"provider\" or \"\" (nothing was chosen); NULL from gateways "  \
+      "that predate it")                                                                           \
+    F(X, opt_str, backend,                                                                         \
+      "provider requests: the GatewayBackend they went through; else \"\" (NULL: older gateways)") \
+    F(X, opt_u64, cost_micros,                                                                     \
+      "what the request cost at the provider, micro-USD, from its InferenceProvider's cost hints " \
+      "and the usage (0: a local worker, unknown, or an older gateway)")                           \
+    F(X, opt_str, rule,                                                                            \
+      "the InferencePolicy rule that decided, \"policy/rule\" (ROUTE_REP.rule; \"\" or NULL: none)") \
+    F(X, opt_str, strategy,                                                                        \
+      "the routing strategy that chose (the pool's or the request's override; \"\" or NULL: "       \
+      "unknown)")
 
 #define IPL_PROTO_FIELDS_routed(F, A, X)                                                           \
     F(X, str, decider, "id of the decider that routed (its --id)")                                 \
@@ -433,6 +489,16 @@ enum {
     F(X, u64, prompt_tokens, "prompt tokens")                                                      \
     F(X, u64, uncached_tokens, "prompt tokens the worker must prefill (not cached there)")         \
     F(X, u64, seq, "the sending decider's ROUTED sequence number (1, 2, ...; gaps = lost)")
+
+#define IPL_PROTO_FIELDS_limits_usage(F, A, X)                                                     \
+    F(X, str, replica, "the sending gateway's replica id (--limits-id; unique in the cluster)")    \
+    F(X, u64, incarnation, "random per start of the sender; a change resets its counters")        \
+    F(X, u64, seq, "the sender's message sequence number (1, 2, ...; gaps = lost, harmless)")      \
+    F(X, u64, interval_ms, "the sender's gossip interval, ms")                                     \
+    F(X, u64, epoch,                                                                               \
+      "the interval it was sent at the start of (wall-clock ms / interval_ms): the counters "      \
+      "cover every admission before it")                                                           \
+    A(X, arr, tenant_usage, tenants, "every tenant it has admitted or holds in flight")
 
 #define IPL_PROTO_FIELDS_observed(F, A, X)                                                         \
     F(X, u64, req_id, "the ROUTE_REQ's req_id (the decision observed)")                            \

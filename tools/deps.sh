@@ -7,7 +7,8 @@ pkgs=(libczmq-dev libzmq3-dev libmsgpack-dev libmicrohttpd-dev libcurl4-openssl-
       libxxhash-dev libcmocka-dev libcjson-dev pkg-config gcc make clang libclang-rt-dev
       python3-yaml)
 # Commands the tests and tools call, with the Debian package that provides each.
-declare -A cmds=([python3]=python3 [curl]=curl [node]=nodejs [npm]=npm)
+declare -A cmds=([python3]=python3 [curl]=curl [node]=nodejs [npm]=npm [promtool]=prometheus
+                 [prometheus]=prometheus)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -270,6 +270,21 @@ class Stack:
                                     "--policy-req", pol_rep] + list(gateway_args))
         gw.api = "http://127.0.0.1:%d" % port
         gw.exporter = ex
+        gw.chain = {"decider": dec, "exporter": pull, "policy_sub": pol_pub, "policy_req": pol_rep}
+        return gw
+
+    def add_gateway(self, like, gateway_args=()):
+        """Another gateway replica on the chain that start_chain returned `like` for (the same
+        decider, exporter and policy service), with extra `gateway_args`. Returns its Proc with
+        .api and .chain, like start_chain's."""
+        c = like.chain
+        port = free_port()
+        gw = self.start("gateway", ["--listen", "127.0.0.1:%d" % port, "--decider", c["decider"],
+                                    "--exporter", c["exporter"], "--policy-sub", c["policy_sub"],
+                                    "--policy-req", c["policy_req"]] + list(gateway_args))
+        gw.api = "http://127.0.0.1:%d" % port
+        gw.exporter = like.exporter
+        gw.chain = c
         return gw
 
     def stop_all(self):

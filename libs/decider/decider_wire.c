@@ -23,6 +23,8 @@ decider_request_t decider_wire_request(const ipl_route_req_t *rq)
         .nlabels = rq->labels_len,
         .headers = rq->headers,
         .nheaders = rq->headers_len,
+        .avoid = rq->avoid,
+        .navoid = rq->avoid_len,
     };
 }
 

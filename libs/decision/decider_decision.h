@@ -44,6 +44,12 @@ typedef struct decider_request {
     size_t nlabels;
     char *const *headers; /* nheaders "name=value" (name lower-case) */
     size_t nheaders;
+    /* ROUTE_REQ.avoid: worker, provider and GatewayBackend names not to choose (a gateway's
+     * retry after a failed attempt, its open circuit breakers). An avoided worker is not a
+     * candidate (noted "avoided"); an avoided provider, or one whose backend is avoided, is not
+     * gone to. None (navoid 0): every decision as without the field, byte for byte. */
+    char *const *avoid;
+    size_t navoid;
     /* The compiled rules of the policy decided with (decider_rules_new of that very policy,
      * e.g. the policy snapshot's attachment). NULL while the policy has rules: the decision is
      * refused (503, "policy_error"), never made without them. */

@@ -388,6 +388,14 @@ static int s_members(decider_router_t *self, const ipl_policy_t *policy, const i
     return IPL_OK;
 }
 
+// Whether `name` is one of the request's avoided targets (ROUTE_REQ.avoid: a few names).
+static bool s_avoided(const decider_request_t *req, const char *name)
+{
+    for (size_t i = 0; i < req->navoid; i++)
+        if (req->avoid[i] && name && !strcmp(req->avoid[i], name)) return true;
+    return false;
+}
+
 // The pool's workers with their figures. Returns the number of healthy ones.
 static uint32_t s_candidates(decider_router_t *self, s_ctx_t *ctx, const ipl_policy_t *policy,
                              const decider_state_t *state, uint64_t state_age_ms, uint64_t wall_ms,
@@ -462,6 +470,10 @@ static uint32_t s_candidates(decider_router_t *self, s_ctx_t *ctx, const ipl_pol
         c->queue = c->c.waiting + c->c.inflight;
         if (w->health == IPL_HEALTH_DOWN) {
             decider_candidate_note(c, "down");
+            continue;
+        }
+        if (req->navoid && s_avoided(req, pw->name)) { // a retry: this one just failed it
+            decider_candidate_note(c, "avoided (the gateway's failed attempt or open breaker)");
             continue;
         }
         c->healthy = true;
@@ -672,14 +684,21 @@ static void s_note(decider_router_t *self, const char *fmt, ...)
 
 // Sends the decision to provider `name` (a target of out->pool): its backend, and the name it
 // knows the pool's model by. Returns the status (NO_WORKER when the policy lacks either).
-static int s_provider(const ipl_policy_t *policy, decider_decision_t *out, const char *name,
-                      const char *reason)
+static int s_provider(const ipl_policy_t *policy, const decider_request_t *req,
+                      decider_decision_t *out, const char *name, const char *reason)
 {
     const ipl_provider_t *p = decider_targets_provider(policy, name);
     const ipl_backend_t *b = p ? decider_targets_backend(policy, p->backend) : NULL;
     if (!b) {
         s_fail(out, IPL_ROUTE_NO_WORKER, "no_worker", "%s \"%s\" of pool \"%s\" does not exist",
                p ? "the backend of provider" : "provider", name, out->pool->name);
+        return out->status;
+    }
+    if (req->navoid && (s_avoided(req, p->name) || s_avoided(req, b->name))) {
+        s_fail(out, IPL_ROUTE_NO_WORKER, "no_worker",
+               "provider \"%s\" (backend \"%s\") of pool \"%s\" is avoided (the gateway's "
+               "failed attempt or open breaker)",
+               name, b->name, out->pool->name);
         return out->status;
     }
     const char *remote = decider_targets_remote_model(policy, name, out->pool->model);
@@ -975,8 +994,13 @@ int decider_router_route_at(decider_router_t *self, const ipl_policy_t *policy,
         }
     }
     if (plan.to_provider && !plan.local_only) {
-        s_provider(policy, out, plan.provider, plan.provider_reason);
-        goto done;
+        if (s_provider(policy, req, out, plan.provider, plan.provider_reason) == IPL_ROUTE_OK ||
+            !req->navoid || strcmp(plan.provider_reason, "spill") != 0)
+            goto done;
+        // a spill to a provider the gateway avoids (it just failed): the pool's own workers
+        out->status = IPL_ROUTE_OK;
+        out->detail[0] = '\0';
+        plan.provider = NULL;
     }
     if (s_local(self, &ctx, policy, wall_ms, mono_ms) == IPL_ROUTE_OK) goto done;
     // No local worker can take it: the pool's overflow provider (or the rule's), unless kept
@@ -986,8 +1010,10 @@ int decider_router_route_at(decider_router_t *self, const ipl_policy_t *policy,
         if (t) plan.provider = t->name, plan.provider_reason = "overflow";
     }
     if (!plan.local_only && plan.provider) {
-        s_provider(policy, out, plan.provider, plan.provider_reason);
-        goto done;
+        // an avoided provider (a retry) leaves the alias's failover models to try
+        if (s_provider(policy, req, out, plan.provider, plan.provider_reason) == IPL_ROUTE_OK ||
+            !req->navoid)
+            goto done;
     }
     for (uint32_t i = 0; alias && i < alias->failover_len && out->status != IPL_ROUTE_OK; i++) {
         const ipl_pool_t *next = // a model or an alias, or a pool's name

@@ -960,6 +960,9 @@ static void s_wire_aliases_limits(policy_compiler_t *self, ipl_policy_t *p)
             .input_tokens_per_minute = l->input_tokens_per_minute,
             .output_tokens_per_minute = l->output_tokens_per_minute,
             .concurrent_requests = l->concurrent_requests,
+            .weight = l->weight,
+            .priority = s_wire(l->priority),
+            .cost_per_day_micros = l->cost_per_day_micros,
         };
     }
 }

@@ -491,6 +491,24 @@ static void s_alias(policy_doc_t *d, yaml_node_t *item, size_t index, const s_po
     }
 }
 
+// spec.limits[].costPerDayUsd: a decimal number of US dollars > 0 (at most 10^9), as micros.
+static bool s_usd(policy_doc_t *d, yaml_node_t *node, const char *path, uint64_t *micros)
+{
+    if (!node || policy_yaml_is_null(node)) return true;
+    const char *v = node->type == YAML_SCALAR_NODE ? (const char *)node->data.scalar.value : "";
+    char *end = NULL;
+    double usd = *v ? strtod(v, &end) : 0;
+    if (!*v || *end || !(usd >= 0.000001 && usd <= 1e9)) {
+        policy_yaml_err(d, node,
+                        "%s must be a number of US dollars from 0.000001 to 1000000000 "
+                        "(e.g. 25 or 12.5), got \"%s\"",
+                        path, node->type == YAML_SCALAR_NODE ? v : policy_yaml_what(node));
+        return false;
+    }
+    *micros = (uint64_t)(usd * 1e6 + 0.5);
+    return true;
+}
+
 static void s_limit(policy_doc_t *d, yaml_node_t *item, size_t index, const s_policy_t *pol,
                     s_limit_t *l)
 {
@@ -499,13 +517,18 @@ static void s_limit(policy_doc_t *d, yaml_node_t *item, size_t index, const s_po
                                          "inputTokensPerMinute",
                                          "outputTokensPerMinute",
                                          "concurrentRequests",
+                                         "weight",
+                                         "priority",
+                                         "costPerDayUsd",
                                          NULL};
+    static const char *const priorities[] = {"interactive", "standard", "batch", NULL};
     static const uint64_t max[] = {0, 1000000000ull, 1000000000000ull, 1000000000000ull,
                                    1000000ull};
-    yaml_node_t *f[5];
+    yaml_node_t *f[8];
     char base[64], at[128];
     snprintf(base, sizeof base, "spec.limits[%zu]", index);
-    *l = (s_limit_t){.limit = {.policy = pol->name}, .index = index};
+    *l = (s_limit_t){.limit = {.policy = pol->name, .weight = 1, .priority = "standard"},
+                     .index = index};
     if (!policy_yaml_fields(d, item, base, fields, f)) return;
     snprintf(at, sizeof at, "%s.tenant", base);
     const char *tenant =
@@ -518,11 +541,21 @@ static void s_limit(policy_doc_t *d, yaml_node_t *item, size_t index, const s_po
         ok &= policy_yaml_uint(d, f[i], at, 1, max[i], values[i]);
         any |= f[i] != NULL;
     }
+    snprintf(at, sizeof at, "%s.weight", base);
+    ok &= policy_yaml_uint(d, f[5], at, 1, 1000, &l->limit.weight);
+    snprintf(at, sizeof at, "%s.priority", base);
+    int prio = policy_yaml_enum(d, f[6], item, at, priorities, false);
+    if (prio >= 0) l->limit.priority = priorities[prio];
+    ok &= prio >= 0 || !f[6];
+    snprintf(at, sizeof at, "%s.costPerDayUsd", base);
+    ok &= s_usd(d, f[7], at, &l->limit.cost_per_day_micros);
+    for (size_t i = 5; i < 8; i++) any |= f[i] != NULL;
     if (!any && tenant)
         policy_yaml_err(d, item,
                         "%s (tenant \"%s\") sets no limit; give at least one of "
                         "requestsPerMinute, inputTokensPerMinute, "
-                        "outputTokensPerMinute, concurrentRequests",
+                        "outputTokensPerMinute, concurrentRequests, costPerDayUsd, weight, "
+                        "priority",
                         base, tenant);
     if (!any || !ok) return;
     l->limit.tenant = tenant;

@@ -214,6 +214,10 @@ typedef struct {
     const char *policy, *tenant; /* "*": every tenant without its own entry */
     uint64_t requests_per_minute, input_tokens_per_minute, output_tokens_per_minute,
         concurrent_requests; /* 0: no limit */
+    uint64_t weight;              /* fair-queuing share, 1..1000 (default 1) */
+    const char *priority;         /* highest priority class: "interactive" | "standard"
+                                     (default) | "batch" */
+    uint64_t cost_per_day_micros; /* daily cost budget, micro-USD (0: none) */
     policy_loc_t loc;
 } policy_limit_t;
 

@@ -106,7 +106,10 @@ static ipl_limit_t s_limits[] = {
      .requests_per_minute = 600,
      .input_tokens_per_minute = 2000000,
      .output_tokens_per_minute = 200000,
-     .concurrent_requests = 32}};
+     .concurrent_requests = 32,
+     .weight = 7,
+     .priority = "interactive",
+     .cost_per_day_micros = 12500000}};
 
 static char *s_keywords[] = {"#include", "def "};
 static char *s_examples[] = {"what is 2+2", "capital of France"};
@@ -275,6 +278,11 @@ static void test_full_policy_round_trips(void **state)
     assert_int_equal(l->input_tokens_per_minute, 2000000);
     assert_int_equal(l->output_tokens_per_minute, 200000);
     assert_int_equal(l->concurrent_requests, 32);
+    assert_int_equal(l->weight, 7);
+    assert_string_equal(l->priority, "interactive");
+    assert_int_equal(l->cost_per_day_micros, 12500000);
+    assert_int_equal(q->limits[0].weight, 0); /* unset: encoded as 0 / nil */
+    assert_null(q->limits[0].priority);
     ipl_msg_clear(&out);
     msgpack_sbuffer_destroy(&buf);
 }
@@ -356,6 +364,8 @@ static void s_pack_old(msgpack_sbuffer *buf, size_t nfields)
     s_pack_fields(&pk, 0, nfields, true);
 }
 
+static size_t s_field(const char *name);
+
 static void test_old_frames_decode_with_the_new_fields_empty(void **state)
 {
     (void)state;
@@ -400,6 +410,24 @@ static void test_old_frames_decode_with_the_new_fields_empty(void **state)
     assert_int_equal(ipl_msg_decode(buf.data, buf.size, &out), IPL_OK);
     assert_int_equal(out.u.policy.pools_len, 1);
     assert_int_equal(out.u.policy.pools[0].ttft_slo_ms, 0);
+    ipl_msg_clear(&out);
+    msgpack_sbuffer_destroy(&buf);
+
+    /* an old limit element (6 fields: no weight, priority, cost budget) decodes with 0 / NULL */
+    s_pack_head(&buf, &pk, (size_t)s_field("limits") + 1);
+    s_pack_fields(&pk, 0, s_field("limits"), true);
+    msgpack_pack_array(&pk, 1);
+    msgpack_pack_array(&pk, 6);
+    msgpack_pack_str_with_body(&pk, "p", 1);
+    msgpack_pack_str_with_body(&pk, "t", 1);
+    for (int i = 0; i < 4; i++)
+        msgpack_pack_uint64(&pk, 9);
+    assert_int_equal(ipl_msg_decode(buf.data, buf.size, &out), IPL_OK);
+    assert_int_equal(out.u.policy.limits_len, 1);
+    assert_int_equal(out.u.policy.limits[0].concurrent_requests, 9);
+    assert_int_equal(out.u.policy.limits[0].weight, 0);
+    assert_null(out.u.policy.limits[0].priority);
+    assert_int_equal(out.u.policy.limits[0].cost_per_day_micros, 0);
     ipl_msg_clear(&out);
     msgpack_sbuffer_destroy(&buf);
 }

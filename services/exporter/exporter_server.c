@@ -39,7 +39,7 @@ exporter_server_t *exporter_server_new(const exporter_server_config_t *config,
         return NULL;
     }
     self->endpoint = zsock_last_endpoint(self->pull);
-    self->series = exporter_series_new(metrics, config->max_label_sets);
+    self->series = exporter_series_new(metrics, &config->series);
     if (!self->series || !self->endpoint) {
         snprintf(err, errlen, "cannot start");
         exporter_server_destroy(&self);

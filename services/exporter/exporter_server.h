@@ -23,7 +23,7 @@ typedef struct exporter_server exporter_server_t;
 typedef struct {
     const char *pull;        /* ZeroMQ endpoint to bind; "tcp://127.0.0.1:*" picks a port */
     const char *pull_source; /* where --pull came from ("flag", "env", ...), for the bind error */
-    size_t max_label_sets;   /* distinct label sets kept (0: the default) */
+    exporter_series_config_t series; /* the caps (0: the defaults) */
 } exporter_server_config_t;
 
 /* Binds the PULL socket and makes the series. `metrics` is borrowed and must outlive the

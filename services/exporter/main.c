@@ -16,6 +16,7 @@ int main(int argc, char **argv)
 {
     char *pull_endpoint = NULL;
     int64_t max_label_sets = EXPORTER_SERIES_DEFAULT_MAX_LABEL_SETS;
+    int64_t max_tenants = 0, max_models = 0, max_pools = 0, max_endpoints = 0;
     ipl_service_t *svc = ipl_service_new("exporter",
                                          "Prometheus exporter of request records (PULL of "
                                          "RECORD messages from gateways and deciders)",
@@ -28,6 +29,20 @@ int main(int argc, char **argv)
                    "distinct (model, tenant, pool, endpoint) label sets kept; records beyond "
                    "are counted under \"__overflow__\"");
     ipl_config_range(cfg, "max-label-sets", 1, 1e9);
+    ipl_config_add(cfg, "max-tenants", IPL_OPT_INT, &max_tenants, "1000",
+                   "distinct tenant label values kept; later tenants are counted as "
+                   "tenant=\"__overflow__\"");
+    ipl_config_range(cfg, "max-tenants", 1, 1e7);
+    ipl_config_add(cfg, "max-models", IPL_OPT_INT, &max_models, "200",
+                   "distinct model label values kept (the rest: \"__overflow__\")");
+    ipl_config_range(cfg, "max-models", 1, 1e7);
+    ipl_config_add(cfg, "max-pools", IPL_OPT_INT, &max_pools, "200",
+                   "distinct pool label values kept (the rest: \"__overflow__\")");
+    ipl_config_range(cfg, "max-pools", 1, 1e7);
+    ipl_config_add(cfg, "max-endpoints", IPL_OPT_INT, &max_endpoints, "1000",
+                   "distinct endpoint (worker or backend URL) label values kept (the rest: "
+                   "\"__overflow__\")");
+    ipl_config_range(cfg, "max-endpoints", 1, 1e7);
     int rc = ipl_service_start(svc, argc, argv);
     if (rc != 0) {
         ipl_service_destroy(&svc);
@@ -36,7 +51,11 @@ int main(int argc, char **argv)
 
     exporter_server_config_t ec = {.pull = pull_endpoint,
                                    .pull_source = ipl_config_source(cfg, "pull"),
-                                   .max_label_sets = (size_t)max_label_sets};
+                                   .series = {.max_label_sets = (size_t)max_label_sets,
+                                              .max_tenants = (size_t)max_tenants,
+                                              .max_models = (size_t)max_models,
+                                              .max_pools = (size_t)max_pools,
+                                              .max_endpoints = (size_t)max_endpoints}};
     char err[512];
     exporter_server_t *server = exporter_server_new(&ec, ipl_service_metrics(svc), err, sizeof err);
     if (!server) {

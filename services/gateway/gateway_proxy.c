@@ -15,12 +15,14 @@
 #include <assert.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -64,9 +66,10 @@ struct gateway_xfer {
     int connect_timeout_ms;
     char *ca_bundle; /* NULL: the system's */
     bool insecure;
+    int client_fd; /* polled for a hang-up, or -1 */
     gateway_xfer_cb_t cb;
     /* state */
-    bool headers_done, finished, attached, abandoned, client_gone;
+    bool headers_done, first_byte, finished, attached, abandoned, client_gone;
     int status;
     int fd;
     char content_type[128];
@@ -280,6 +283,10 @@ static size_t s_on_write(char *data, size_t size, size_t n, void *arg)
     size_t len = size * n;
     pthread_mutex_lock(&x->lock);
     if (!x->headers_done) s_headers_done(x);
+    if (!x->first_byte) { /* held here, with curl's buffer, until the handler attaches */
+        x->first_byte = true;
+        pthread_cond_broadcast(&x->cond);
+    }
     while (!x->attached && !s_should_abort(x)) {
         struct timespec ts;
         s_deadline(&ts, S_SLICE_MS);
@@ -292,7 +299,9 @@ static size_t s_on_write(char *data, size_t size, size_t n, void *arg)
     int wrc = x->cb.on_write ? x->cb.on_write(x->cb.arg, fd, data, len)
                              : ipl_http_write_all(fd, data, len);
     if (wrc != 0) {
+        pthread_mutex_lock(&x->lock);
         x->client_gone = true;
+        pthread_mutex_unlock(&x->lock);
         return 0;
     }
     x->bytes += len;
@@ -327,12 +336,26 @@ static void s_setup(gateway_xfer_t *x, CURL *easy)
 #endif
 }
 
+/* After the client's socket polled readable: whether the client hung up (an end of file, a
+ * reset). Data instead (a pipelined request) stops the watch: *fd = -1, EPIPE remains. */
+static bool s_client_hung_up(int *fd)
+{
+    struct pollfd p = {.fd = *fd, .events = POLLRDHUP};
+    if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) return true;
+    char c;
+    ssize_t n = recv(*fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return true;
+    if (n > 0) *fd = -1;
+    return false;
+}
+
 /* Runs the transfer to its end; returns curl's result. */
 static CURLcode s_run(gateway_xfer_t *x, s_handle_t *h, bool *aborted)
 {
     CURLcode result = CURLE_OK;
     if (curl_multi_add_handle(h->multi, h->easy) != CURLM_OK) return CURLE_FAILED_INIT;
     int running = 1;
+    int client = x->client_fd;
     while (running) {
         if (curl_multi_perform(h->multi, &running) != CURLM_OK) break;
         if (!running) break;
@@ -344,7 +367,15 @@ static CURLcode s_run(gateway_xfer_t *x, s_handle_t *h, bool *aborted)
             result = CURLE_ABORTED_BY_CALLBACK;
             break;
         }
-        curl_multi_poll(h->multi, NULL, 0, S_SLICE_MS, NULL);
+        struct curl_waitfd wfd = {.fd = client, .events = CURL_WAIT_POLLIN};
+        curl_multi_poll(h->multi, client >= 0 ? &wfd : NULL, client >= 0 ? 1 : 0, S_SLICE_MS, NULL);
+        if (client >= 0 && (wfd.revents & CURL_WAIT_POLLIN) && s_client_hung_up(&client)) {
+            pthread_mutex_lock(&x->lock); /* the worker's slot is freed now, not at a write */
+            x->client_gone = true;
+            pthread_mutex_unlock(&x->lock);
+            result = CURLE_ABORTED_BY_CALLBACK;
+            break;
+        }
     }
     int queued;
     CURLMsg *m;
@@ -374,8 +405,9 @@ static void *s_producer(void *arg)
     /* Counted before the handler wakes up: it answers at once, and a scrape right after the
      * answer must see the count. */
     if (!x->headers_done)
-        ipl_metric_inc(result == CURLE_OPERATION_TIMEDOUT ? proxy->err_timeout
-                                                          : proxy->err_connect);
+        ipl_metric_inc(x->client_gone                       ? proxy->err_client
+                       : result == CURLE_OPERATION_TIMEDOUT ? proxy->err_timeout
+                                                            : proxy->err_connect);
     x->finished = true;
     if (!x->error[0] && result != CURLE_OK)
         snprintf(x->error, sizeof(x->error), "%s", curl_easy_strerror(result));
@@ -458,6 +490,7 @@ int gateway_proxy_start_with(gateway_proxy_t *self, const char *url, char **body
         opts->connect_timeout_ms > 0 ? opts->connect_timeout_ms : self->connect_timeout_ms;
     x->ca_bundle = opts->ca_bundle && opts->ca_bundle[0] ? strdup(opts->ca_bundle) : NULL;
     x->insecure = opts->insecure;
+    x->client_fd = opts->watch_client ? opts->client_fd : -1;
     if (cb) x->cb = *cb;
     pthread_mutex_init(&x->lock, NULL);
     s_cond_init(&x->cond);
@@ -500,20 +533,22 @@ int gateway_proxy_start_with(gateway_proxy_t *self, const char *url, char **body
     return 0;
 }
 
-int gateway_xfer_wait_headers(gateway_xfer_t *x, int timeout_ms, int *status, char *content_type,
-                              size_t ct_size, char *error, size_t err_size)
+/* Waits, at most timeout_ms, until the headers came (`body`: and the first body byte, or the
+ * end of an empty body). 0 (lock held: the caller reads and unlocks), IPL_E_IO (the transfer
+ * ended first, or with `body` the client went away), IPL_E_AGAIN (stopping) or IPL_E_TIMEOUT,
+ * with `error` filled; on errors the lock is released. */
+static int s_wait(gateway_xfer_t *x, int timeout_ms, bool body, char *error, size_t err_size)
 {
-    assert(x && status && content_type && ct_size);
     uint64_t deadline = ipl_mono_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
     int rc = IPL_E_TIMEOUT;
     pthread_mutex_lock(&x->lock);
     for (;;) {
-        if (x->headers_done) {
-            *status = x->status;
-            snprintf(content_type, ct_size, "%s", x->content_type);
-            rc = 0;
+        if (body && x->client_gone) {
+            if (error) snprintf(error, err_size, "the client went away");
+            rc = IPL_E_IO;
             break;
         }
+        if (x->headers_done && (!body || x->first_byte || x->finished)) return 0;
         if (x->finished) {
             if (error) snprintf(error, err_size, "%s", x->error[0] ? x->error : "no response");
             rc = IPL_E_IO;
@@ -532,8 +567,37 @@ int gateway_xfer_wait_headers(gateway_xfer_t *x, int timeout_ms, int *status, ch
     }
     pthread_mutex_unlock(&x->lock);
     if (rc == IPL_E_TIMEOUT && error)
-        snprintf(error, err_size, "no response headers within %d ms", timeout_ms);
+        snprintf(error, err_size, "no response %s within %d ms",
+                 body ? "body (first byte)" : "headers", timeout_ms);
     return rc;
+}
+
+int gateway_xfer_wait_headers(gateway_xfer_t *x, int timeout_ms, int *status, char *content_type,
+                              size_t ct_size, char *error, size_t err_size)
+{
+    assert(x && status && content_type && ct_size);
+    int rc = s_wait(x, timeout_ms, false, error, err_size);
+    if (rc != 0) return rc;
+    *status = x->status;
+    snprintf(content_type, ct_size, "%s", x->content_type);
+    pthread_mutex_unlock(&x->lock);
+    return 0;
+}
+
+int gateway_xfer_wait_body(gateway_xfer_t *x, int timeout_ms, char *error, size_t err_size)
+{
+    assert(x);
+    int rc = s_wait(x, timeout_ms, true, error, err_size);
+    if (rc == 0) pthread_mutex_unlock(&x->lock);
+    return rc;
+}
+
+bool gateway_xfer_client_gone(gateway_xfer_t *x)
+{
+    pthread_mutex_lock(&x->lock);
+    bool gone = x->client_gone;
+    pthread_mutex_unlock(&x->lock);
+    return gone;
 }
 
 void gateway_xfer_attach(gateway_xfer_t **xfer_p, int fd)

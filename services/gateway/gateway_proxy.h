@@ -15,8 +15,16 @@
  *   gateway_xfer_attach(fd) ─────────────► write callback: write(fd, chunk), on_chunk()
  *   (handler returns; MHD reads the pipe)    … until the upstream ends, then on_done(), close(fd)
  *
- * A client that goes away makes write() fail with EPIPE, which aborts the upstream transfer.
- * gateway_proxy_stop() aborts every transfer within ~100 ms (shutdown).
+ * The first chunk of the body is held (the producer waits with it) until the handler
+ * attaches: gateway_xfer_wait_body tells the handler that it came (or that the body is empty),
+ * so that the handler can still give up on the attempt — a 5xx, a 429, no first byte in time —
+ * and retry elsewhere before anything was sent to the client (gateway_failover).
+ *
+ * A client that goes away aborts the upstream transfer at once: the producer polls the
+ * client's socket (gateway_xfer_opts_t.client_fd) beside curl's, so a hang-up during a long
+ * prefill, before any byte was written, frees the worker's slot within a poll; later, a
+ * write() that fails with EPIPE does the same. gateway_proxy_stop() aborts every transfer
+ * within ~100 ms (shutdown).
  *
  * Connections are kept alive and reused: producers take a curl handle pair (multi + easy)
  * from a pool and give it back afterwards, and each pair keeps its connection cache, so
@@ -25,7 +33,8 @@
  * connection cache between concurrent threads.)
  *
  * Metrics: inferplane_gateway_upstream_errors_total{kind} (connect | timeout | transfer |
- * client_gone), inferplane_gateway_inflight (transfers running).
+ * client_gone: before or after the response started), inferplane_gateway_inflight (transfers
+ * running).
  */
 #ifndef GATEWAY_PROXY_H
 #define GATEWAY_PROXY_H
@@ -79,6 +88,9 @@ typedef struct {
                                    system's */
     bool insecure;              /* no certificate or host name verification */
     const char *shown_url;      /* the URL as logs may show it (NULL: the URL) */
+    bool watch_client;          /* poll client_fd: its hang-up aborts the transfer */
+    int client_fd;              /* the client's socket (ipl_http_req_socket; borrowed, only
+                                   polled and peeked, never read or closed) */
 } gateway_xfer_opts_t;
 
 /* curl_global_init happens here: create it from main before other threads. `metrics` is
@@ -112,6 +124,14 @@ int gateway_proxy_start_with(gateway_proxy_t *self, const char *url, char **body
  * IPL_E_TIMEOUT; IPL_E_AGAIN when the proxy is stopping. `error` may be NULL. */
 int gateway_xfer_wait_headers(gateway_xfer_t *xfer, int timeout_ms, int *status, char *content_type,
                               size_t ct_size, char *error, size_t err_size);
+
+/* After the headers (gateway_xfer_wait_headers returned 0): waits until the first body byte
+ * arrived (it is held until attach) or the transfer ended, at most timeout_ms. Returns 0,
+ * IPL_E_TIMEOUT, IPL_E_IO (the transfer failed first, or the client went away:
+ * gateway_xfer_client_gone), IPL_E_AGAIN (stopping). */
+int gateway_xfer_wait_body(gateway_xfer_t *xfer, int timeout_ms, char *error, size_t err_size);
+/* Whether the client hung up (seen on its socket or as EPIPE). */
+bool gateway_xfer_client_gone(gateway_xfer_t *xfer);
 
 /* Hands the client's response fd (ownership moves) to the producer, which streams the body
  * into it. The caller must not use *xfer_p afterwards (NULLed). */

@@ -33,9 +33,12 @@
 #include "gateway_auth.h"
 #include "gateway_messages.h"
 #include "gateway_backend.h"
+#include "gateway_failover.h"
 #include "gateway_labels.h"
+#include "gateway_limits.h"
 #include "gateway_provider.h"
 #include "gateway_proxy.h"
+#include "gateway_queue.h"
 #include "gateway_route.h"
 #include "gateway_rule_headers.h"
 #include "policy_labeller.h"
@@ -53,7 +56,6 @@
 #define S_ID_MAX           64         /* request ids and tenants accepted from clients */
 #define S_HEADER_VALUE_MAX 256        /* decider strings echoed in response headers */
 #define S_SSE_BUFFER       (4u << 20) /* longest SSE line / non-streamed body parsed for usage */
-#define S_ATTEMPTS         2          /* a decision, and one more when the worker is unreachable */
 
 struct gateway_server {
     gateway_server_config_t cfg; /* strings below are owned copies */
@@ -66,11 +68,13 @@ struct gateway_server {
     ipl_policy_view_t *policy;
     gateway_route_t *route;
     gateway_proxy_t *proxy;
+    gateway_queue_t *queue; /* requests waiting while their pool is saturated */
+    gateway_failover_t *failover; /* retries, their budget, the circuit breakers */
     zsock_t *push; /* to the exporter, guarded by push_lock */
     pthread_mutex_t push_lock;
     atomic_uint_fast64_t next_id;
     uint64_t created_s;
-    ipl_metric_t *retries, *records_dropped, *deferrals;
+    ipl_metric_t *records_dropped, *deferrals;
 };
 
 /* What the gateway builds once per policy version (the policy view's attachment). */
@@ -100,6 +104,10 @@ typedef struct {
     bool passthrough;  /* /v1/messages to a worker that serves it: no translation */
     gateway_labels_t labels; /* its semantic labels (the record's) */
     int retry_after_s; /* a deferral that ran out: the Retry-After to send */
+    gateway_queue_hints_t queue_hints; /* x-inferplane-priority, -deadline-ms; max_tokens */
+    uint64_t queue_wait_ns;            /* time spent in the fair queue (gateway_queue) */
+    uint64_t queue_cost;               /* the tokens it was charged there when let go, or 0 */
+    fairq_class_t queue_cls;           /* and in which class */
     double predicted_ttft_s;
     uint64_t predicted_cached;
     /* its observation: wanted by the decider, on connection `conn` */
@@ -108,6 +116,11 @@ typedef struct {
     uint64_t upstream_ns; /* when the upstream request was started */
     int upstream_status;  /* the worker's HTTP status, once its headers came */
     gateway_sse_t *sse;
+    int client_fd;          /* the client's socket (watched for a hang-up), or -1 */
+    bool client_gone;       /* it hung up before the response started */
+    int attempts;           /* upstream attempts made */
+    gateway_avoid_t *avoid; /* the targets the next decision must avoid (ROUTE_REQ.avoid) */
+    limits_handle_t limit;    /* its admission by the tenant's limits, settled in s_finish */
 } s_call_t;
 
 /* ---- small helpers ------------------------------------------------------------------------- */
@@ -161,6 +174,7 @@ static s_call_t *s_call_new(gateway_server_t *srv, gateway_api_kind_t kind,
     call->reason = s_strdup0(NULL);
     call->rule = s_strdup0(NULL);
     call->backend = s_strdup0(NULL);
+    call->client_fd = ipl_http_req_socket(req);
     return call;
 }
 
@@ -179,6 +193,7 @@ static void s_call_free(s_call_t **call_p)
     gateway_messages_destroy(&call->msgs);
     gateway_labels_clear(&call->labels);
     gateway_sse_destroy(&call->sse);
+    free(call->avoid);
     free(call);
     *call_p = NULL;
 }
@@ -225,6 +240,7 @@ static void s_finish(s_call_t *call, int status, const char *reason, uint64_t en
     rec.labels = call->labels.labels;
     rec.labels_len = call->labels.len;
     rec.prompt_tokens = call->prompt_tokens;
+    rec.queue_wait_us = call->queue_wait_ns / 1000; /* in the fair queue (gateway_queue) */
     if (st) {
         /* TTFT: the first generated text (streams) or the first byte (a JSON body). */
         uint64_t first = gateway_sse_mode(call->sse) == GATEWAY_SSE_STREAM ? st->first_content_ns
@@ -239,6 +255,10 @@ static void s_finish(s_call_t *call, int status, const char *reason, uint64_t en
             rec.completion_tokens = st->content_events; /* about one token per chunk */
         }
     }
+    if (call->queue_cost) /* the fair queue charged an estimate: the tokens really taken */
+        gateway_queue_settle(srv->queue, call->model, call->tenant, call->queue_cls,
+                             call->queue_cost, rec.prompt_tokens + rec.completion_tokens);
+    if (call->worker[0]) gateway_queue_freed(srv->queue, call->model); /* its slot is free */
     /* An access log line: debug for successes (they are in the metrics), info otherwise. */
     ipl_log(status >= 200 && status < 300 ? IPL_LOG_DEBUG : IPL_LOG_INFO, "request",
             "id=%s tenant=%s api=%s model=%s status=%d worker=%s reason=%s ttft_ms=%.1f "
@@ -247,6 +267,10 @@ static void s_finish(s_call_t *call, int status, const char *reason, uint64_t en
             call->model[0] ? call->model : "-", status, call->worker[0] ? call->worker : "-",
             rec.reason[0] ? rec.reason : "-", rec.ttft_s * 1e3, rec.e2e_s * 1e3, rec.prompt_tokens,
             rec.cached_tokens, rec.completion_tokens);
+    if (srv->cfg.limits) /* the tenant's limits: completion tokens, cost, its slot back */
+        gateway_limits_settle(srv->cfg.limits, srv->policy, &call->limit,
+                              call->provider ? call->worker : NULL, rec.prompt_tokens,
+                              rec.completion_tokens);
     if (!srv->push) return;
     pthread_mutex_lock(&srv->push_lock);
     int rc = ipl_msg_send(zsock_resolve(srv->push), IPL_MSG_RECORD, &rec, ZMQ_DONTWAIT);
@@ -330,6 +354,10 @@ static void s_decision_headers(const s_call_t *call, ipl_http_resp_t *resp)
     ipl_http_resp_header(resp, "x-inferplane-predicted-ttft-ms", value);
     snprintf(value, sizeof(value), "%" PRIu64, call->predicted_cached);
     ipl_http_resp_header(resp, "x-inferplane-cached-tokens", value);
+    if (call->queue_wait_ns) { /* it waited in the fair queue before this decision */
+        snprintf(value, sizeof(value), "%.1f", (double)call->queue_wait_ns / 1e6);
+        ipl_http_resp_header(resp, "x-inferplane-queue-wait-ms", value);
+    }
 }
 
 /* ---- observations -------------------------------------------------------------------------- */
@@ -535,6 +563,58 @@ static int s_ask_held(gateway_server_t *srv, s_call_t *call, ipl_route_req_t *rr
     }
 }
 
+/* The queue ticket of `call`: its tenant's weight and class by the policy (gateway_queue). */
+static void s_queue_ticket(gateway_server_t *srv, s_call_t *call, gateway_queue_ticket_t *t)
+{
+    uint32_t weight = 1;
+    fairq_class_t cls = FAIRQ_STANDARD;
+    ipl_policy_snap_t *snap = ipl_policy_view_get(srv->policy);
+    gateway_queue_tenant(snap ? snap->policy : NULL, call->tenant, &weight, &cls);
+    if (snap) ipl_policy_view_release(srv->policy, &snap);
+    gateway_queue_ticket(srv->queue, t, call->model, call->tenant, weight, cls, &call->queue_hints,
+                         call->prompt_tokens, call->start_ns);
+    t->client_fd = call->client_fd; /* a hang-up while waiting leaves the queue */
+}
+
+/* Asks the decider (s_ask_held); while the pool is saturated (OVERLOADED) and queuing is on,
+ * waits in the fair queue (gateway_queue, docs/queueing.md) and asks again when let go, so the
+ * decision is made with the state at dispatch time. A request for a model that others already
+ * wait for joins them before asking. Returns as s_ask_held; a wait that fails fills *err (429
+ * queue_timeout or queue_full with Retry-After, 503 shutting_down). */
+static int s_ask_queued(gateway_server_t *srv, s_call_t *call, ipl_route_req_t *rr,
+                        ipl_msg_t *msg, uint64_t *conn, gateway_api_error_t *err)
+{
+    gateway_queue_t *q = srv->queue;
+    gateway_queue_ticket_t t;
+    bool ticket = false;
+    int rc = 0;
+    if (gateway_queue_busy(q, call->model)) {
+        s_queue_ticket(srv, call, &t);
+        ticket = true;
+        rc = gateway_queue_wait(q, &t, err);
+    }
+    while (rc == 0) {
+        rc = s_ask_held(srv, call, rr, msg, conn, err);
+        if (rc != 0 || msg->u.route_rep.status != IPL_ROUTE_OVERLOADED || !gateway_queue_enabled(q))
+            break;
+        ipl_msg_clear(msg);
+        if (!ticket) s_queue_ticket(srv, call, &t);
+        ticket = true;
+        rc = gateway_queue_wait(q, &t, err);
+    }
+    if (ticket) {
+        if (t.retry_after_s > 0) call->retry_after_s = t.retry_after_s;
+        uint64_t waited =
+            gateway_queue_leave(q, &t, rc == 0 && msg->u.route_rep.status == IPL_ROUTE_OK);
+        call->queue_wait_ns += waited;
+        if (rc == 0 && waited) { /* it was let go: what it was charged, to settle when it ends */
+            call->queue_cost = t.entry.cost;
+            call->queue_cls = t.cls;
+        }
+    }
+    return rc;
+}
+
 /* Asks the decider; on OK stores the decision in `call` and returns 0, else fills *err. */
 static int s_decide(gateway_server_t *srv, s_call_t *call, ipl_route_req_t *rr, char **model_out,
                     gateway_api_error_t *err)
@@ -543,7 +623,7 @@ static int s_decide(gateway_server_t *srv, s_call_t *call, ipl_route_req_t *rr, 
     s_observe(call, 0, 0); /* the previous decision of this call, abandoned */
     gateway_provider_destroy(&call->trip);
     uint64_t conn = 0;
-    int rc = s_ask_held(srv, call, rr, &msg, &conn, err);
+    int rc = s_ask_queued(srv, call, rr, &msg, &conn, err);
     if (rc != 0) return rc;
     const ipl_route_rep_t *rep = &msg.u.route_rep;
     if (rep->status != IPL_ROUTE_OK) {
@@ -646,10 +726,15 @@ static int s_worker_url(const s_call_t *call, const char *path, char *url, size_
     return n < 0 || (size_t)n >= size ? IPL_E_INVAL : 0;
 }
 
-/* Starts the transfer to the decided worker (or provider) and waits for its headers. */
+/* Starts the transfer to the decided worker (or provider) and waits for its headers, and for
+ * a 2xx also for its first body byte (held by the proxy until attached). While another attempt
+ * could follow (`retry_ok`) --first-byte-timeout-ms bounds both waits; otherwise only the
+ * upstream's response timeout does. 0 with *xfer_p and *status, else *err is filled (499
+ * client_gone when the client hung up meanwhile: call->client_gone). */
 static int s_forward(gateway_server_t *srv, s_call_t *call, const gateway_api_req_t *api,
-                     const char *path, const char *upstream_model, gateway_xfer_t **xfer_p,
-                     int *status, char *ctype, size_t ctype_size, gateway_api_error_t *err)
+                     const char *path, const char *upstream_model, bool retry_ok,
+                     gateway_xfer_t **xfer_p, int *status, char *ctype, size_t ctype_size,
+                     gateway_api_error_t *err)
 {
     char idh[S_ID_MAX + 32];
     snprintf(idh, sizeof(idh), "X-Request-Id: %s", call->request_id);
@@ -670,6 +755,8 @@ static int s_forward(gateway_server_t *srv, s_call_t *call, const gateway_api_re
         url[0] = '\0';
     }
     if (call->msgs && !call->passthrough) cb.on_write = s_on_write; /* back to Anthropic's */
+    opts.watch_client = call->client_fd >= 0; /* a hang-up aborts the attempt at once */
+    opts.client_fd = call->client_fd;
     size_t blen = 0;
     char *body = call->passthrough
                      ? s_messages_upstream_body(call->raw, call->raw_len, upstream_model, &blen)
@@ -688,23 +775,115 @@ static int s_forward(gateway_server_t *srv, s_call_t *call, const gateway_api_re
         return rc;
     }
     char why[256] = "";
-    rc =
-        gateway_xfer_wait_headers(*xfer_p, timeout_ms, status, ctype, ctype_size, why, sizeof(why));
-    if (rc == 0) {
-        call->upstream_status = *status;
-        return 0;
+    int fbt = srv->cfg.first_byte_timeout_ms;
+    int wait_ms = retry_ok && fbt > 0 && fbt < timeout_ms ? fbt : timeout_ms;
+    uint64_t t0 = ipl_mono_ms();
+    rc = gateway_xfer_wait_headers(*xfer_p, wait_ms, status, ctype, ctype_size, why, sizeof(why));
+    if (rc == 0) call->upstream_status = *status;
+    if (rc == 0 && *status >= 200 && *status < 300) { /* judged by its first byte */
+        uint64_t spent = ipl_mono_ms() - t0;
+        int left = spent < (uint64_t)wait_ms ? wait_ms - (int)spent : 1;
+        rc = gateway_xfer_wait_body(*xfer_p, left, why, sizeof(why));
     }
+    if (rc == 0) return 0;
+    call->client_gone = gateway_xfer_client_gone(*xfer_p);
     gateway_xfer_abandon(xfer_p);
-    if (rc == IPL_E_TIMEOUT)
+    if (call->client_gone)
+        gateway_api_error_set(err, 499, "invalid_request_error", NULL, "client_gone",
+                              "the client closed the connection before the response started");
+    else if (rc == IPL_E_TIMEOUT)
         gateway_api_error_set(err, 504, "server_error", NULL, "upstream_timeout",
                               "%s `%s` (%s) sent no response within %d ms", what, call->worker,
-                              call->url, timeout_ms);
+                              call->url, wait_ms);
     else if (rc == IPL_E_AGAIN)
         gateway_api_error_set(err, 503, "server_error", NULL, "shutting_down",
                               "the gateway is shutting down");
     else
         gateway_api_error_set(err, 502, "server_error", NULL, "upstream_unreachable",
                               "cannot reach %s `%s` at %s: %s", what, call->worker, call->url, why);
+    return rc;
+}
+
+/* The error a failed attempt leaves when no other attempt follows it: s_forward's, or for an
+ * upstream status, that status (a 5xx or 429 the client would have seen had it not been
+ * retried). */
+static void s_attempt_error(const s_call_t *call, int status, gateway_api_error_t *err)
+{
+    const char *what = call->provider ? "provider" : "worker";
+    if (status == 429)
+        gateway_api_error_set(err, 429, "rate_limit_error", NULL, "upstream_rate_limited",
+                              "%s `%s` is rate limiting requests (429), and no other target "
+                              "could take this one",
+                              what, call->worker);
+    else if (status >= 500)
+        gateway_api_error_set(err, 502, "server_error", NULL, "upstream_error",
+                              "%s `%s` answered %d, and no other target could take the request",
+                              what, call->worker, status);
+}
+
+/* The call's avoid list, made (with the open breakers' names) when first needed; NULL when out
+ * of memory (the request then goes on without one). */
+static gateway_avoid_t *s_avoid(gateway_server_t *srv, s_call_t *call)
+{
+    if (!call->avoid && (call->avoid = calloc(1, sizeof *call->avoid)))
+        gateway_failover_avoid_init(srv->failover, call->avoid, ipl_mono_ms());
+    return call->avoid;
+}
+
+/* Decides and forwards until an attempt is the answer: one that is not a failure
+ * gateway_failover retries (connection, 5xx, 429, no first byte in time), or the last one it
+ * allows. Every retry is a new decision avoiding the targets that failed this request and
+ * the open breakers; the translation (upstream body, /v1/messages passthrough) and a
+ * provider's credentials are made again for wherever it lands. 0 with the transfer (its
+ * headers in, its first byte held), else *err. */
+static int s_attempts(gateway_server_t *srv, s_call_t *call, const gateway_api_req_t *api,
+                      const char *path, ipl_route_req_t *rr, gateway_xfer_t **xfer, int *status,
+                      char *ctype, size_t ctype_size, gateway_api_error_t *err)
+{
+    gateway_failover_t *fo = srv->failover;
+    gateway_failover_request(fo, ipl_mono_ms());
+    if (gateway_failover_avoiding(fo)) s_avoid(srv, call); /* most requests need none */
+    char *upstream_model = NULL;
+    gateway_api_error_t last = {0}; /* the previous attempt's failure */
+    int rc = IPL_E_INVAL;
+    for (int attempt = 1;; attempt++) {
+        rr->avoid = call->avoid ? call->avoid->list : NULL;
+        rr->avoid_len = call->avoid ? (uint32_t)call->avoid->n : 0;
+        rc = s_decide(srv, call, rr, &upstream_model, err);
+        while (rc == IPL_E_NOTFOUND && call->avoid && gateway_avoid_relax(call->avoid)) {
+            /* nothing the list allows: the breakers' names go, then the rest */
+            rr->avoid_len = (uint32_t)call->avoid->n;
+            rc = s_decide(srv, call, rr, &upstream_model, err);
+        }
+        if (rc != 0) {
+            if (attempt > 1 && rc == IPL_E_NOTFOUND) *err = last; /* nowhere else to go */
+            break;
+        }
+        call->attempts = attempt;
+        call->passthrough = call->msgs && !call->provider && s_serves_messages(srv, call->worker);
+        const char *target = call->provider ? call->backend : call->worker;
+        uint64_t now = ipl_mono_ms();
+        gateway_failover_landed(fo, target, now);
+        rc = s_forward(srv, call, api, call->passthrough ? "/v1/messages" : path, upstream_model,
+                       gateway_failover_could_retry(fo, attempt, now), xfer, status, ctype,
+                       ctype_size, err);
+        if (call->client_gone) break; /* not the target's failure */
+        gateway_retry_reason_t why = gateway_failover_classify(rc, *status);
+        if (rc == 0 || why != GATEWAY_RETRY_NONE) /* not the gateway's own failures */
+            gateway_failover_report(fo, target, why, ipl_mono_ms());
+        if (why == GATEWAY_RETRY_NONE || !gateway_failover_retry(fo, attempt, why, ipl_mono_ms()))
+            break;
+        if (rc == 0) s_attempt_error(call, *status, err);
+        last = *err;
+        IPL_WARN("upstream_retry", "id=%s attempt=%d %s=%s reason=%s status=%d error=\"%s\"",
+                 call->request_id, attempt, call->provider ? "provider" : "worker", call->worker,
+                 gateway_failover_reason_name(why), rc == 0 ? *status : 0, err->message);
+        gateway_xfer_abandon(xfer); /* a 5xx or 429 that the client never sees */
+        gateway_avoid_t *avoid = s_avoid(srv, call);
+        if (avoid) gateway_avoid_add(avoid, target);
+        if (avoid && call->provider) gateway_avoid_add(avoid, call->worker);
+    }
+    free(upstream_model);
     return rc;
 }
 
@@ -748,6 +927,9 @@ static void s_completion(gateway_server_t *srv, gateway_api_kind_t kind, const i
         kind == GATEWAY_API_MESSAGES ? "/v1/chat/completions" : ipl_http_req_path(req);
     s_replace(&call->model, api->model);
     call->stream = api->stream;
+    gateway_queue_hints(ipl_http_req_header(req, "x-inferplane-priority"),
+                        ipl_http_req_header(req, "x-inferplane-deadline-ms"), api->max_tokens,
+                        &call->queue_hints);
 
     ipl_route_req_t rr;
     if (s_route_req(srv, call, api, &rr) != 0) {
@@ -764,27 +946,29 @@ static void s_completion(gateway_server_t *srv, gateway_api_kind_t kind, const i
         s_fail(&call, resp, &err);
         return;
     }
-    gateway_xfer_t *xfer = NULL;
-    char *upstream_model = NULL;
-    int status = 0, rc = IPL_E_INVAL;
-    char ctype[128] = "";
-    for (int attempt = 0; attempt < S_ATTEMPTS; attempt++) {
-        rc = s_decide(srv, call, &rr, &upstream_model, &err);
-        if (rc != 0) break;
-        call->passthrough = call->msgs && !call->provider && s_serves_messages(srv, call->worker);
-        rc = s_forward(srv, call, api, call->passthrough ? "/v1/messages" : path, upstream_model,
-                       &xfer, &status, ctype, sizeof(ctype), &err);
-        if (rc != IPL_E_IO) /* only an unreachable worker is worth another decision */
-            break;
-        if (attempt + 1 < S_ATTEMPTS) {
-            ipl_metric_inc(srv->retries);
-            IPL_WARN("upstream_retry", "id=%s worker=%s error=\"%s\"", call->request_id,
-                     call->worker, err.message);
-        }
+    /* the tenant's limits (cluster-wide): 429 + Retry-After, x-ratelimit-* headers either way */
+    if (srv->cfg.limits &&
+        gateway_limits_admit(srv->cfg.limits, srv->policy, call->tenant, call->prompt_tokens,
+                             api->max_tokens, &call->limit, resp, &err,
+                             &call->retry_after_s) != 0) {
+        free(rr.hashes);
+        free(rr.headers);
+        gateway_api_req_destroy(&api);
+        free(chat_json);
+        s_fail(&call, resp, &err);
+        return;
     }
+    gateway_xfer_t *xfer = NULL;
+    int status = 0;
+    char ctype[128] = "";
+    int rc = s_attempts(srv, call, api, path, &rr, &xfer, &status, ctype, sizeof(ctype), &err);
     free(rr.hashes);
     free(rr.headers);
-    free(upstream_model);
+    if (call->attempts) {
+        char n[16];
+        snprintf(n, sizeof n, "%d", call->attempts);
+        ipl_http_resp_header(resp, "x-inferplane-attempts", n);
+    }
     if (rc != 0) {
         if (call->worker[0]) s_decision_headers(call, resp);
         gateway_api_req_destroy(&api);
@@ -964,7 +1148,8 @@ static void *s_attach(void *arg, const ipl_policy_t *policy)
     if (!a->labels)
         IPL_ERROR("policy_labels_invalid", "version=%llu error=\"%s\" (no computed labels)",
                   (unsigned long long)policy->version, err);
-    (void)arg;
+    const gateway_server_t *srv = arg;
+    if (srv && srv->cfg.limits) gateway_limits_policy(srv->cfg.limits, policy); /* its limits */
     return a;
 }
 
@@ -1003,9 +1188,6 @@ gateway_server_t *gateway_server_new(const gateway_server_config_t *cfg, ipl_met
     pthread_mutex_init(&srv->push_lock, NULL);
     srv->created_s = (uint64_t)ipl_wall_s();
     atomic_store(&srv->next_id, (ipl_wall_ms() << 16) ^ (uint64_t)getpid());
-    srv->retries =
-        ipl_metrics_counter(metrics, "inferplane_gateway_retries_total",
-                            "Requests re-routed because the worker was unreachable.", NULL);
     srv->records_dropped =
         ipl_metrics_counter(metrics, "inferplane_gateway_records_dropped_total",
                             "Request records not sent because the exporter queue was full.", NULL);
@@ -1045,12 +1227,30 @@ gateway_server_t *gateway_server_new(const gateway_server_config_t *cfg, ipl_met
     srv->route = gateway_route_new(srv->decider, cfg->route_timeout_ms, metrics);
     gateway_proxy_config_t pc = {.connect_timeout_ms = cfg->connect_timeout_ms};
     srv->proxy = gateway_proxy_new(&pc, metrics);
-    if (!srv->prompt || !srv->route || !srv->proxy) {
+    gateway_queue_config_t qc = {.max_wait_ms = cfg->queue_max_wait_ms,
+                                 .max_requests = cfg->queue_max_requests,
+                                 .max_tokens = cfg->queue_max_tokens,
+                                 .tenant_max_requests = cfg->queue_max_tenant_requests};
+    srv->queue = gateway_queue_new(&qc, metrics);
+    if (!srv->queue) {
+        snprintf(err, errlen, "cannot start the request queue's timer thread");
+        goto fail;
+    }
+    gateway_failover_config_t fc = {
+        .max_attempts = cfg->max_attempts,
+        .budget = {.percent = cfg->retry_budget_percent,
+                   .min_retries = cfg->retry_budget_min > 0 ? (uint32_t)cfg->retry_budget_min : 0},
+        .breaker = {.failures = cfg->breaker_failures > 0 ? (uint32_t)cfg->breaker_failures : 0,
+                    .cooldown_ms =
+                        cfg->breaker_cooldown_ms > 0 ? (uint64_t)cfg->breaker_cooldown_ms : 0},
+    };
+    srv->failover = gateway_failover_new(&fc, metrics);
+    if (!srv->prompt || !srv->route || !srv->proxy || !srv->failover) {
         snprintf(err, errlen, "cannot initialise the tokenizer, decider client or libcurl");
         goto fail;
     }
     srv->policy =
-        ipl_policy_view_new_attached(srv->policy_sub, srv->policy_req, s_attach, s_detach, NULL);
+        ipl_policy_view_new_attached(srv->policy_sub, srv->policy_req, s_attach, s_detach, srv);
     if (!srv->policy) {
         snprintf(err, errlen,
                  "cannot connect to the policy service (--policy-sub %s, "
@@ -1076,6 +1276,7 @@ gateway_server_t *gateway_server_new(const gateway_server_config_t *cfg, ipl_met
                  srv->listen);
         goto fail;
     }
+    ipl_httpd_limits(srv->httpd, cfg->max_header_bytes, cfg->max_url_bytes);
     ipl_httpd_route(srv->httpd, "POST", "/v1/chat/completions", s_chat, srv);
     ipl_httpd_route(srv->httpd, "POST", "/v1/completions", s_completions, srv);
     ipl_httpd_route(srv->httpd, "GET", "/v1/models", s_models, srv);
@@ -1104,12 +1305,14 @@ void gateway_server_destroy(gateway_server_t **self_p)
     if (!srv) return;
     /* Unblock handlers and producers first, then join the HTTP threads, then free. */
     if (srv->route) gateway_route_stop(srv->route);
+    gateway_queue_stop(srv->queue); /* waiting requests are answered 503 now */
     if (srv->proxy) {
         gateway_proxy_stop(srv->proxy);
         gateway_proxy_wait_idle(srv->proxy, 1000);
     }
     ipl_httpd_destroy(&srv->httpd);
     gateway_proxy_destroy(&srv->proxy); /* waits for the last producers */
+    gateway_queue_destroy(&srv->queue); /* no handler waits, no producer frees a slot */
     gateway_route_destroy(&srv->route);
     ipl_policy_view_destroy(&srv->policy);
     zsock_destroy(&srv->push);
@@ -1123,6 +1326,7 @@ void gateway_server_destroy(gateway_server_t **self_p)
     free(srv->label_header);
     gateway_backend_destroy(&srv->backends);
     gateway_auth_destroy(&srv->auth);
+    gateway_failover_destroy(&srv->failover);
     free(srv);
     *self_p = NULL;
 }

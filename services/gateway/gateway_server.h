@@ -3,8 +3,10 @@
  *
  *   POST /v1/chat/completions, /v1/completions
  *     gateway_api (parse, validate, ipl_prompt renders) → ipl_prompt (tokens, full blocks)
- *     → gateway_route (ROUTE_REQ to the decider) → gateway_proxy (stream from the worker,
- *     one retry via a new decision when the worker cannot be reached) → gateway_sse
+ *     → gateway_route (ROUTE_REQ to the decider) → gateway_proxy (stream from the worker;
+ *     a connection failure, a 5xx, a 429 or no first byte in time is retried elsewhere by a
+ *     new decision avoiding the failed targets and open breakers, bounded by --max-attempts
+ *     and a retry budget: gateway_failover) → gateway_sse
  *     (TTFT, ITL, usage as the bytes pass) → one RECORD to the exporter (PUSH), and, when
  *     the decider asked for it, one OBSERVED (the measured TTFT) back to the decider on the
  *     connection that carried the decision (gateway_route_observe).
@@ -23,12 +25,15 @@
  * Responses carry x-request-id and, once routed, x-inferplane-worker, -endpoint, -pool,
  * -reason, -target-kind (worker | provider), -predicted-ttft-ms and -cached-tokens (the
  * decider's prediction); for a provider also x-inferplane-backend; x-inferplane-rule whenever
- * the decision named an InferencePolicy rule (refusals too).
+ * the decision named an InferencePolicy rule (refusals too); x-inferplane-queue-wait-ms when it
+ * waited in the fair queue (gateway_queue: a saturated pool, docs/queueing.md).
  *
  * Metrics (registry passed at creation): inferplane_gateway_requests_total{api,status_code},
- * inferplane_gateway_retries_total, inferplane_gateway_records_dropped_total,
+ * inferplane_gateway_records_dropped_total,
  * inferplane_gateway_deferrals_total (DEFERRED answers waited out), plus those of
- * gateway_route, gateway_proxy and gateway_backend.
+ * gateway_route, gateway_proxy, gateway_backend, gateway_queue (the fair queue: depth, wait,
+ * drops) and gateway_failover (retries by reason, circuit breakers). Responses also carry
+ * x-inferplane-attempts (attempts made, once routed).
  */
 #ifndef GATEWAY_SERVER_H
 #define GATEWAY_SERVER_H
@@ -58,6 +63,23 @@ typedef struct {
     int batch_max_wait_ms;            /* how long a DEFERRED request is held at most, then 429 */
     const char *keys_file;            /* tenants and API keys (libs/tenants); NULL: anonymous */
     const char *trusted_tenant_header; /* a proxy's header naming the tenant; NULL: none */
+    struct gateway_limits *limits;     /* per-tenant limits (gateway_limits.h; borrowed, must
+                                          outlive the server); NULL: none enforced */
+    /* Fair queuing while a pool is saturated (gateway_queue, docs/queueing.md). */
+    int queue_max_wait_ms;            /* longest wait in the queue (0: none: 429 at once) */
+    size_t queue_max_requests;        /* requests waiting at most, all models (0: 10000) */
+    uint64_t queue_max_tokens;        /* their tokens at most (0: no bound) */
+    size_t queue_max_tenant_requests; /* per tenant (0: queue_max_requests) */
+    /* Failover (gateway_failover, docs/failover.md); zero: the defaults noted. */
+    int max_attempts;          /* attempts per request, the first included (0: 3) */
+    int first_byte_timeout_ms; /* no first body byte within this → another attempt, while one
+                                  is allowed (0: never; the upstream timeout still bounds it) */
+    double retry_budget_percent;   /* retries per 100 requests over 10 s (<0: 20) */
+    int retry_budget_min;          /* retries allowed per 10 s whatever the requests */
+    int breaker_failures;          /* consecutive failures that open a target's breaker (0: 5) */
+    int breaker_cooldown_ms;       /* open this long, then one probe (0: 10000) */
+    size_t max_header_bytes;       /* request headers above get 431 (0: ipl_httpd's default) */
+    size_t max_url_bytes;          /* request targets above get 414 (0: ipl_httpd's default) */
 } gateway_server_config_t;
 
 typedef struct gateway_server gateway_server_t;

@@ -22,6 +22,7 @@
 
 #include "decider_options.h"
 #include "decider_server.h"
+#include "gateway_limits.h"
 #include "gateway_server.h"
 #include "ipl_config.h"
 #include "ipl_log.h"
@@ -91,7 +92,13 @@ int main(int argc, char **argv)
          *tokenizer = NULL, *decider_config = NULL, *trusted_label_header = NULL,
          *secrets_dir = NULL, *keys_file = NULL, *trusted_tenant_header = NULL;
     int64_t block_size = 16, max_body = 8388608, route_timeout_ms = 1000,
-            upstream_timeout_ms = 600000, connect_timeout_ms = 2000, batch_max_wait_ms = 30000;
+            upstream_timeout_ms = 600000, connect_timeout_ms = 2000, batch_max_wait_ms = 30000,
+            max_attempts = 3, first_byte_timeout_ms = 60000, retry_budget_min = 10,
+            breaker_failures = 5, breaker_cooldown_ms = 10000, max_header_bytes = 32768,
+            max_url_bytes = 8192;
+    double retry_budget_percent = 20;
+    int64_t queue_max_wait_ms = 30000, queue_max_requests = 10000, queue_max_tokens = 0,
+            queue_max_tenant_requests = 0;
     ipl_service_t *svc = ipl_service_new(
         "gateway", "OpenAI-compatible API that routes each request to the best worker",
         "127.0.0.1:9106");
@@ -146,6 +153,80 @@ int main(int argc, char **argv)
                    "request header that names the tenant, set by an authenticating proxy in "
                    "front (which must strip it from clients); when present no key is asked "
                    "for. Unset: clients cannot choose their tenant");
+    ipl_config_add(cfg, "max-attempts", IPL_OPT_INT, &max_attempts, "3",
+                   "attempts per request, the first included: a connection failure, a 5xx, a "
+                   "429 or no first byte in --first-byte-timeout-ms is retried on the next-best "
+                   "target before anything was sent to the client (1: never; docs/failover.md)");
+    ipl_config_add(cfg, "first-byte-timeout-ms", IPL_OPT_INT, &first_byte_timeout_ms, "60000",
+                   "while another attempt is allowed, give up on a worker or provider that sent "
+                   "no first body byte (a stream's first event) this long after the request, "
+                   "and retry elsewhere; the last attempt waits up to --upstream-timeout-ms. "
+                   "Long prefills: keep it above the slowest first token you accept (0: off)");
+    ipl_config_add(cfg, "retry-budget-percent", IPL_OPT_DOUBLE, &retry_budget_percent, "20",
+                   "retries at most this percentage of the requests of the last 10 s (plus "
+                   "--retry-budget-min), so that a failing cluster is not hammered");
+    ipl_config_add(cfg, "retry-budget-min", IPL_OPT_INT, &retry_budget_min, "10",
+                   "retries allowed in any 10 s whatever the traffic (the budget's floor)");
+    ipl_config_add(cfg, "breaker-failures", IPL_OPT_INT, &breaker_failures, "5",
+                   "consecutive failed attempts (connection, 5xx, 429, first-byte timeout) that "
+                   "open a worker's or provider backend's circuit breaker: it is avoided");
+    ipl_config_add(cfg, "breaker-cooldown-ms", IPL_OPT_INT, &breaker_cooldown_ms, "10000",
+                   "how long an open circuit breaker avoids its target before one probe request "
+                   "may go there (its success closes it, its failure opens it again)");
+    ipl_config_add(cfg, "max-header-bytes", IPL_OPT_INT, &max_header_bytes, "32768",
+                   "largest request header section (names and values) accepted; larger ones "
+                   "get 431");
+    ipl_config_add(cfg, "max-url-bytes", IPL_OPT_INT, &max_url_bytes, "8192",
+                   "longest request target (path and query) accepted; longer ones get 414");
+    ipl_config_range(cfg, "max-attempts", 1, 10);
+    ipl_config_range(cfg, "first-byte-timeout-ms", 0, 86400000);
+    ipl_config_range(cfg, "retry-budget-percent", 0, 100);
+    ipl_config_range(cfg, "retry-budget-min", 0, 1000000);
+    ipl_config_range(cfg, "breaker-failures", 1, 1000000);
+    ipl_config_range(cfg, "breaker-cooldown-ms", 1, 3600000);
+    ipl_config_range(cfg, "max-header-bytes", 1024, 1048576);
+    ipl_config_range(cfg, "max-url-bytes", 256, 1048576);
+    ipl_config_add(cfg, "queue-max-wait-ms", IPL_OPT_INT, &queue_max_wait_ms, "30000",
+                   "when the decider finds the pool saturated (OVERLOADED), the request waits "
+                   "in the gateway's fair queue (per tenant, by tokens, by priority: "
+                   "docs/queueing.md) at most this long, or its x-inferplane-deadline-ms if "
+                   "shorter, then 429 with Retry-After (0: no queue, 429 at once)");
+    ipl_config_add(cfg, "queue-max-requests", IPL_OPT_INT, &queue_max_requests, "10000",
+                   "requests waiting in the queue at most, all models together; more are "
+                   "refused at once (429 queue_full)");
+    ipl_config_add(cfg, "queue-max-tokens", IPL_OPT_INT, &queue_max_tokens, "0",
+                   "tokens (prompt + expected output) waiting in the queue at most, all models "
+                   "together (0: no bound)");
+    ipl_config_add(cfg, "queue-max-tenant-requests", IPL_OPT_INT, &queue_max_tenant_requests,
+                   "0",
+                   "requests one tenant may have waiting in a model's queue (0: "
+                   "--queue-max-requests), so that one tenant cannot fill the queue alone");
+    ipl_config_range(cfg, "queue-max-wait-ms", 0, 3600000);
+    ipl_config_range(cfg, "queue-max-requests", 1, 10000000);
+    ipl_config_range(cfg, "queue-max-tokens", 0, 1e15);
+    ipl_config_range(cfg, "queue-max-tenant-requests", 0, 10000000);
+    char *limits_listen = NULL, *limits_peers = NULL, *limits_id = NULL;
+    int64_t limits_interval_ms = 50, limits_peer_timeout_ms = 0;
+    ipl_config_add(cfg, "limits-listen", IPL_OPT_STR, &limits_listen, NULL,
+                   "ZeroMQ endpoint to bind a PUB socket on, publishing this replica's usage of "
+                   "the tenants' limits (InferencePolicy spec.limits) to the other gateways "
+                   "every --limits-interval-ms, e.g. tcp://0.0.0.0:7041 (docs/limits.md). "
+                   "Unset: the limits hold per replica unless --limits-peers is set");
+    ipl_config_add(cfg, "limits-peers", IPL_OPT_STR, &limits_peers, NULL,
+                   "the other gateway replicas' --limits-listen endpoints, comma-separated "
+                   "(this replica's own may be listed: it is skipped); their usage is charged "
+                   "to the same buckets, so a tenant's limit holds across the cluster");
+    ipl_config_add(cfg, "limits-id", IPL_OPT_STR, &limits_id, NULL,
+                   "this replica's id in the limits gossip, unique in the cluster (e.g. the "
+                   "pod name). Unset: hostname/pid/--limits-listen");
+    ipl_config_add(cfg, "limits-interval-ms", IPL_OPT_INT, &limits_interval_ms, "50",
+                   "how often usage is published, and the lease interval: a replica admits per "
+                   "interval at most its share of a bucket (docs/limits.md, the overshoot bound)");
+    ipl_config_add(cfg, "limits-peer-timeout-ms", IPL_OPT_INT, &limits_peer_timeout_ms, "0",
+                   "a peer unheard of this long is gone: its in-flight requests no longer count "
+                   "and the others share the limits without it (0: 20 intervals)");
+    ipl_config_range(cfg, "limits-interval-ms", 5, 10000);
+    ipl_config_range(cfg, "limits-peer-timeout-ms", 0, 600000);
     ipl_config_range(cfg, "block-size", 1, 65536);
     ipl_config_range(cfg, "batch-max-wait-ms", 0, 3600000);
     ipl_config_range(cfg, "max-body-bytes", 1024, (double)(1 << 30));
@@ -179,6 +260,20 @@ int main(int argc, char **argv)
         }
     }
 
+    gateway_limits_config_t lc = {.listen = limits_listen,
+                                  .peers = limits_peers,
+                                  .id = limits_id,
+                                  .interval_ms = (int)limits_interval_ms,
+                                  .peer_timeout_ms = (int)limits_peer_timeout_ms};
+    /* destroyed after the admin server stops: its /metrics reads the limits */
+    gateway_limits_t *limits = gateway_limits_new(&lc, ipl_service_metrics(svc), err, sizeof err);
+    if (!limits) {
+        fprintf(stderr, "inferplane-gateway: %s\n", err);
+        decider_server_destroy(&parts.decider);
+        ipl_config_destroy(&dconf);
+        ipl_service_destroy(&svc);
+        return 2;
+    }
     gateway_server_config_t gc = {
         .listen = listen,
         .decider = embedded ? S_EMBEDDED_ENDPOINT : decider,
@@ -196,12 +291,26 @@ int main(int argc, char **argv)
         .batch_max_wait_ms = (int)batch_max_wait_ms,
         .keys_file = keys_file,
         .trusted_tenant_header = trusted_tenant_header,
+        .limits = limits,
+        .queue_max_wait_ms = (int)queue_max_wait_ms,
+        .queue_max_requests = (size_t)queue_max_requests,
+        .queue_max_tokens = (uint64_t)queue_max_tokens,
+        .queue_max_tenant_requests = (size_t)queue_max_tenant_requests,
+        .max_attempts = (int)max_attempts,
+        .first_byte_timeout_ms = (int)first_byte_timeout_ms,
+        .retry_budget_percent = retry_budget_percent,
+        .retry_budget_min = (int)retry_budget_min,
+        .breaker_failures = (int)breaker_failures,
+        .breaker_cooldown_ms = (int)breaker_cooldown_ms,
+        .max_header_bytes = (size_t)max_header_bytes,
+        .max_url_bytes = (size_t)max_url_bytes,
     };
     gateway_server_t *srv = parts.gateway =
         gateway_server_new(&gc, ipl_service_metrics(svc), err, sizeof err);
     if (!srv) {
         fprintf(stderr, "inferplane-gateway: %s\n", err);
         decider_server_destroy(&parts.decider);
+        gateway_limits_destroy(&limits);
         ipl_config_destroy(&dconf);
         ipl_service_destroy(&svc);
         return 2;
@@ -216,6 +325,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "inferplane-gateway: cannot start serving\n");
         ipl_service_stop(svc);
         gateway_server_destroy(&srv);
+        gateway_limits_destroy(&limits);
         decider_server_destroy(&parts.decider);
         ipl_config_destroy(&dconf);
         ipl_service_destroy(&svc);
@@ -239,6 +349,7 @@ int main(int argc, char **argv)
     if (admin) ipl_admin_set_ready(admin, NULL, NULL);
     gateway_server_destroy(&srv);
     ipl_service_stop(svc); /* the decider's admin handlers are done before it goes */
+    gateway_limits_destroy(&limits);
     decider_server_destroy(&parts.decider);
     ipl_config_destroy(&dconf);
     ipl_service_destroy(&svc);

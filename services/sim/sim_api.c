@@ -19,6 +19,7 @@
 #include "ipl_clock.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
+#include "sim_fault.h"
 #include "sim_text.h"
 #include "api_anthropic_error.h"
 #include "api_anthropic_request.h"
@@ -27,7 +28,7 @@
 #include "api_buf.h"
 #include "ipl_hash.h"
 
-#define S_WAIT_SLICE_MS 500 /* how often a waiting handler re-checks (bounded waits) */
+#define S_WAIT_SLICE_MS 100 /* how often a waiting request re-checks (its client, bounded) */
 #define S_NV1           5   /* /v1 routes behind the stand-in's gate */
 
 struct sim_api {
@@ -44,6 +45,7 @@ struct sim_api {
     sim_lora_t *loras;      /* owned copies */
     char **aliases;         /* owned copies of cfg.model_aliases */
     sim_standin_t *standin; /* the provider stand-in, or NULL */
+    sim_fault_t *fault;     /* faults armed by POST /sim/fault */
     struct s_route *routes; /* the /v1 routes behind the stand-in's gate (S_NV1) */
     pthread_mutex_t lock;   /* writers, next_id, fail_state, epoch, ready_ns */
     pthread_cond_t writers_done;
@@ -110,6 +112,7 @@ typedef struct {
     sim_standin_note_t note;
     api_anthropic_stream_t *an; /* /v1/messages: the chunks translated to Anthropic's events */
     api_buf_t out;
+    int stall_ms; /* POST /sim/fault: nothing before this long (the headers are out) */
 } s_stream_t;
 
 /* --- small helpers ------------------------------------------------------------------------- */
@@ -457,10 +460,25 @@ static void *s_stream_main(void *arg)
     sim_req_status_t st = {0};
     uint32_t sent = 0;
     int rc = 0;
+    if (s->stall_ms > 0 && sim_fault_stall(s->stall_ms, s->fd, false)) rc = IPL_E_IO;
     sim_engine_status(self->engine, s->req, &st);
-    if (s->p.chat) rc = s_sse(s, s_chunk(self, &s->p, NULL, SIM_FINISH_NONE, &st));
+    /* vLLM's chat stream sends its role chunk on the engine's first output (after the
+     * prefill, with the first token: serving_chat.py, chat_completion_stream_generator's
+     * first_iteration), not when the request arrives */
+    bool role_due = s->p.chat;
     while (rc == 0) {
         sim_engine_wait(self->engine, s->req, sent, S_WAIT_SLICE_MS, &st);
+        if (st.emitted == sent && st.finish == SIM_FINISH_NONE &&
+            sim_fault_peer_gone(s->fd, false)) {
+            rc = IPL_E_IO; /* the client hung up (ipl_httpd closed the stream): abort now */
+            break;
+        }
+        if (role_due && (st.emitted > sent || st.finish != SIM_FINISH_NONE)) {
+            role_due = false;
+            if (!(st.finish == SIM_FINISH_ABORT && st.emitted == sent))
+                rc = s_sse(s, s_chunk(self, &s->p, NULL, SIM_FINISH_NONE, &st));
+            if (rc != 0) break;
+        }
         if (st.emitted > sent) {
             char *text = s_text(self, s->req, sent, st.emitted);
             sent = st.emitted;
@@ -694,6 +712,21 @@ static void s_generate(sim_api_t *self, const ipl_http_req_t *hreq, ipl_http_res
                 self->cfg.fail_rate);
         return;
     }
+    int fault_status, stall_ms, client = ipl_http_req_socket(hreq);
+    sim_fault_take(self->fault, &fault_status, &stall_ms);
+    if (fault_status) {
+        s_params_free(&p);
+        if (self->injected_failures) ipl_metric_inc(self->injected_failures);
+        s_error(self, resp, fault_status, "simulated failure (POST /sim/fault, status %d)",
+                fault_status);
+        return;
+    }
+    if (stall_ms && !p.stream && sim_fault_stall(stall_ms, client, true)) {
+        s_params_free(&p); /* the client left while it stalled: nobody to answer */
+        if (self->client_gone) ipl_metric_inc(self->client_gone);
+        s_error(self, resp, 499, "the client went away");
+        return;
+    }
     /* What the model will say, and why it will stop. */
     uint32_t nout = p.max_tokens;
     sim_finish_t finish = SIM_FINISH_LENGTH;
@@ -734,7 +767,7 @@ static void s_generate(sim_api_t *self, const ipl_http_req_t *hreq, ipl_http_res
             if (s_pending) s_pending->note.status = 500; /* a 500 either way */
             return;
         }
-        *s = (s_stream_t){.api = self, .p = p, .req = req, .fd = fd};
+        *s = (s_stream_t){.api = self, .p = p, .req = req, .fd = fd, .stall_ms = stall_ms};
         if (p.anthropic) s->an = api_anthropic_stream_new(p.anthropic);
         if (s_pending) { /* the writer files the record when the stream ends */
             s_pending->note.status = 200;
@@ -764,9 +797,15 @@ static void s_generate(sim_api_t *self, const ipl_http_req_t *hreq, ipl_http_res
         return;
     }
     sim_req_status_t st;
-    do
+    bool gone = false;
+    do {
         sim_engine_wait(self->engine, req, UINT32_MAX, S_WAIT_SLICE_MS, &st);
-    while (st.finish == SIM_FINISH_NONE);
+        if (st.finish == SIM_FINISH_NONE && !gone && sim_fault_peer_gone(client, true)) {
+            gone = true; /* as vLLM: a request whose client disconnected is aborted */
+            sim_engine_abort(self->engine, req);
+            if (self->client_gone) ipl_metric_inc(self->client_gone);
+        }
+    } while (st.finish == SIM_FINISH_NONE);
     if (st.finish == SIM_FINISH_ABORT && s_epoch(self) != p.epoch)
         s_error(self, resp, 500, "The engine died while serving the request (simulated restart).");
     else if (st.finish == SIM_FINISH_ABORT)
@@ -952,6 +991,25 @@ static void s_detokenize(void *arg, const ipl_http_req_t *hreq, ipl_http_resp_t 
     s_send_json(resp, 200, out);
 }
 
+/* POST /sim/fault (sim_fault.h): arms faults; GET shows what is armed. */
+static void s_fault(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
+{
+    sim_api_t *self = arg;
+    char err[160];
+    size_t len = 0;
+    const char *body = ipl_http_req_body(req, &len);
+    if (!strcmp(ipl_http_req_method(req), "POST") &&
+        sim_fault_arm(self->fault, body, len, err, sizeof err) != 0) {
+        s_error(self, resp, 400, "%s", err);
+        return;
+    }
+    char *json = sim_fault_json(self->fault);
+    if (json)
+        ipl_http_resp_take(resp, 200, "application/json", &json, strlen(json));
+    else
+        ipl_http_resp_error(resp, 500, "InternalServerError", "out of memory");
+}
+
 static void s_restart(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
 {
     (void)req;
@@ -1075,6 +1133,7 @@ static void s_free_parts(sim_api_t *self)
     free(self->aliases);
     free(self->routes);
     sim_standin_destroy(&self->standin);
+    sim_fault_destroy(&self->fault);
     s_free_loras(self);
     free(self->model_name);
     free(self->vllm_version);
@@ -1136,6 +1195,10 @@ sim_api_t *sim_api_new(const sim_api_config_t *cfg, sim_engine_t *engine,
         }
     }
     self->cfg.model_aliases = (const char *const *)self->aliases;
+    if (!(self->fault = sim_fault_new())) {
+        s_free_parts(self);
+        return NULL;
+    }
     if (cfg->standin) {
         self->standin = sim_standin_new(cfg->standin);
         self->routes = self->standin ? calloc(S_NV1, sizeof *self->routes) : NULL;
@@ -1159,9 +1222,9 @@ sim_api_t *sim_api_new(const sim_api_config_t *cfg, sim_engine_t *engine,
         self->bad_requests = ipl_metrics_counter(
             metrics, "inferplane_sim_bad_requests_total",
             "Requests rejected with 400 (malformed JSON, wrong types, too long).", NULL);
-        self->client_gone =
-            ipl_metrics_counter(metrics, "inferplane_sim_client_disconnects_total",
-                                "Streaming requests aborted because the client went away.", NULL);
+        self->client_gone = ipl_metrics_counter(
+            metrics, "inferplane_sim_client_disconnects_total",
+            "Requests aborted because the client went away (as vLLM aborts them).", NULL);
         self->injected_failures = ipl_metrics_counter(
             metrics, "inferplane_sim_injected_failures_total",
             "Generation requests answered with a simulated 500 (--fail-rate).", NULL);
@@ -1215,6 +1278,7 @@ void sim_api_routes(sim_api_t *self, ipl_httpd_t *httpd)
     ipl_httpd_route(httpd, "POST", "/detokenize", s_detokenize, self);
     ipl_httpd_route(httpd, "POST", "/reset_prefix_cache", s_reset_prefix_cache, self);
     ipl_httpd_route(httpd, "POST", "/sim/restart", s_restart, self);
+    ipl_httpd_route(httpd, "*", "/sim/fault", s_fault, self);
 }
 
 int sim_api_drain(sim_api_t *self, int timeout_ms)

@@ -6,6 +6,8 @@
  *   GET  /v1/models, /health, /version, /metrics
  *   POST /tokenize, /detokenize, /reset_prefix_cache
  *   POST /sim/restart   (simulator-only fault: an abrupt restart, see sim_api_restart)
+ *   POST /sim/fault     (simulator-only faults: the next N requests answer a status or stall
+ *                        before their first byte; sim_fault.h)
  *   GET  /stand-in/received, POST /stand-in/reset   (the provider stand-in, when on)
  *
  * Chat messages are rendered and prompts encoded by the shared prompt path (ipl_prompt, from
@@ -21,6 +23,9 @@
  *
  * Threads: handlers run on the HTTP server's connection threads; a streaming request gets a
  * writer thread of its own that turns the engine's tokens into SSE chunks as they come.
+ * A request whose client goes away is aborted in the engine within a wait slice (100 ms),
+ * streamed or not, before its first token too, as vLLM aborts it: its slot in
+ * vllm:num_requests_running is freed (inferplane_sim_client_disconnects_total counts them).
  */
 #ifndef SIM_API_H
 #define SIM_API_H

@@ -221,6 +221,55 @@ static void test_overflow_provider_without_rules(void **state)
     assert_int_equal(s_route(f, &req), IPL_ROUTE_NO_WORKER);
 }
 
+/* ROUTE_REQ.avoid: an avoided worker is no candidate (the next best wins); every local worker
+ * avoided → the overflow provider; the provider (or its backend) avoided too → no worker; an
+ * avoided spill target → the pool's own workers. No avoid list: the same decision as ever. */
+static void test_avoid(void **state)
+{
+    s_fix_t *f = *state;
+    s_loads(f, 0, 0.1, IPL_HEALTH_UP);
+    decider_request_t req = s_req(f, "m");
+    assert_int_equal(s_route(f, &req), IPL_ROUTE_OK);
+    const char *first = f->d.worker->name;
+    char *avoid[4] = {(char *)first};
+    req.avoid = avoid;
+    req.navoid = 1;
+    assert_int_equal(s_route(f, &req), IPL_ROUTE_OK);
+    assert_int_equal(f->d.target, DECIDER_TARGET_WORKER);
+    assert_string_not_equal(f->d.worker->name, first);
+    for (uint32_t i = 0; i < f->d.ncands; i++)
+        if (!strcmp(f->d.cands[i].c.worker, first)) assert_false(f->d.cands[i].healthy);
+    // every local worker avoided: the overflow provider
+    avoid[0] = "s1", avoid[1] = "s2", avoid[2] = "l1";
+    req.navoid = 3;
+    assert_int_equal(s_route(f, &req), IPL_ROUTE_OK);
+    s_assert_provider(f, "overflow");
+    // ... and the provider too, by its name or its backend's
+    avoid[3] = "cloud";
+    req.navoid = 4;
+    assert_int_equal(s_route(f, &req), IPL_ROUTE_NO_WORKER);
+    avoid[3] = "cloud-backend";
+    assert_int_equal(s_route(f, &req), IPL_ROUTE_NO_WORKER);
+    assert_null(f->d.provider);
+    // names of nothing change nothing
+    avoid[0] = "nobody";
+    req.navoid = 1;
+    assert_int_equal(s_route(f, &req), IPL_ROUTE_OK);
+    assert_int_equal(f->d.target, DECIDER_TARGET_WORKER);
+    // a spill whose provider is avoided stays on the pool's workers
+    static ipl_rule_t rules[] = {
+        {.policy = "r", .name = "burst", S_ANY, .action = "spill", .provider = "cloud"}};
+    s_rules(f, rules, 1);
+    req = s_req(f, "m");
+    assert_int_equal(s_route(f, &req), IPL_ROUTE_OK);
+    s_assert_provider(f, "spill");
+    avoid[0] = "cloud";
+    req.avoid = avoid;
+    req.navoid = 1;
+    assert_int_equal(s_route(f, &req), IPL_ROUTE_OK);
+    assert_int_equal(f->d.target, DECIDER_TARGET_WORKER);
+}
+
 /* keepLocal: local workers when up (even saturated), refused with the reason when down, and
  * never the provider. */
 static void test_keep_local(void **state)
@@ -502,6 +551,7 @@ int main(void)
     ipl_log_set_level(IPL_LOG_ERROR);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_overflow_provider_without_rules, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_avoid, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_keep_local, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_reject, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_admit_batch, s_setup, s_teardown),

@@ -42,8 +42,10 @@ static const char *s_full =
       "      targets: [{model: chat-alias}]\n"
       "  limits:\n"
       "    - {tenant: team-a, requestsPerMinute: 600, inputTokensPerMinute: 2000000, "
-      "outputTokensPerMinute: 20000, concurrentRequests: 8}\n"
-      "    - {tenant: '*', concurrentRequests: 2}\n");
+      "outputTokensPerMinute: 20000, concurrentRequests: 8, weight: 3, priority: interactive, "
+      "costPerDayUsd: 12.5}\n"
+      "    - {tenant: '*', concurrentRequests: 2}\n"
+      "    - {tenant: batchy, priority: batch}\n");
 
 static void test_every_rule_kind_and_action_compiles(void **state)
 {
@@ -117,14 +119,24 @@ static void test_every_rule_kind_and_action_compiles(void **state)
     assert_int_equal(a->nfailover, 2);
     assert_string_equal(a->failover[1], "big");
 
-    assert_int_equal(policy_compiler_nlimits(c), 2); // sorted by tenant: "*" first
+    assert_int_equal(policy_compiler_nlimits(c), 3); // sorted by tenant: "*" first
     const policy_limit_t *l = policy_compiler_limits_at(c, 0);
     assert_string_equal(l->tenant, "*");
     assert_int_equal(l->concurrent_requests, 2);
     assert_int_equal(l->requests_per_minute, 0);
+    assert_int_equal(l->weight, 1); // the defaults
+    assert_string_equal(l->priority, "standard");
+    assert_int_equal(l->cost_per_day_micros, 0);
     l = policy_compiler_limits_at(c, 1);
+    assert_string_equal(l->tenant, "batchy"); // only a queuing setting: no rate limit
+    assert_string_equal(l->priority, "batch");
+    assert_int_equal(l->requests_per_minute + l->concurrent_requests, 0);
+    l = policy_compiler_limits_at(c, 2);
     assert_int_equal(l->input_tokens_per_minute, 2000000);
     assert_int_equal(l->output_tokens_per_minute, 20000);
+    assert_int_equal(l->weight, 3);
+    assert_string_equal(l->priority, "interactive");
+    assert_int_equal(l->cost_per_day_micros, 12500000);
     policy_compiler_destroy(&c);
 }
 
@@ -455,14 +467,29 @@ static const pt_case_t s_errors[] = {
     {"limit without limits", P("  limits: [{tenant: a}]\n"),
      "p.yaml:5:12: InferencePolicy \"p\": spec.limits[0] (tenant \"a\") sets no limit; give at "
      "least one of requestsPerMinute, inputTokensPerMinute, outputTokensPerMinute, "
-     "concurrentRequests"},
+     "concurrentRequests, costPerDayUsd, weight, priority"},
     {"limit zero", P("  limits: [{tenant: a, requestsPerMinute: 0}]\n"),
      "p.yaml:5:43: InferencePolicy \"p\": spec.limits[0].requestsPerMinute must be a whole number "
      "from 1 to 1000000000, got \"0\""},
     {"limit unknown field", P("  limits: [{tenant: a, requestPerMinute: 5}]\n"),
      "p.yaml:5:24: InferencePolicy \"p\": spec.limits[0].requestPerMinute is not a known field; "
      "did you mean \"requestsPerMinute\"? (known: tenant, requestsPerMinute, inputTokensPerMinute, "
-     "outputTokensPerMinute, concurrentRequests)"},
+     "outputTokensPerMinute, concurrentRequests, weight, priority, costPerDayUsd)"},
+    {"limit weight zero", P("  limits: [{tenant: a, weight: 0}]\n"),
+     "p.yaml:5:32: InferencePolicy \"p\": spec.limits[0].weight must be a whole number from 1 to "
+     "1000, got \"0\""},
+    {"limit weight too big", P("  limits: [{tenant: a, weight: 1001}]\n"),
+     "p.yaml:5:32: InferencePolicy \"p\": spec.limits[0].weight must be a whole number from 1 to "
+     "1000, got \"1001\""},
+    {"limit unknown priority", P("  limits: [{tenant: a, priority: interactve}]\n"),
+     "p.yaml:5:34: InferencePolicy \"p\": spec.limits[0].priority \"interactve\" is not one of "
+     "the allowed values; did you mean \"interactive\"? (known: interactive, standard, batch)"},
+    {"limit cost zero", P("  limits: [{tenant: a, costPerDayUsd: 0}]\n"),
+     "p.yaml:5:39: InferencePolicy \"p\": spec.limits[0].costPerDayUsd must be a number of US "
+     "dollars from 0.000001 to 1000000000 (e.g. 25 or 12.5), got \"0\""},
+    {"limit cost not a number", P("  limits: [{tenant: a, costPerDayUsd: 5usd}]\n"),
+     "p.yaml:5:39: InferencePolicy \"p\": spec.limits[0].costPerDayUsd must be a number of US "
+     "dollars from 0.000001 to 1000000000 (e.g. 25 or 12.5), got \"5usd\""},
     {"limit without tenant", P("  limits: [{concurrentRequests: 5}]\n"),
      "p.yaml:5:12: InferencePolicy \"p\": spec.limits[0].tenant is required"},
     {"tenant limited twice",

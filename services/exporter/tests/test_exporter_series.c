@@ -24,6 +24,9 @@ static const double s_e2e_b[] = {0.3,  0.5,   0.8,   1.0,   1.5,   2.0,    2.5,
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
 #define LABELS "model=\"m\",tenant=\"t\",pool=\"p\",endpoint=\"http://w0\""
+#define MTP    "model=\"m\",tenant=\"t\",pool=\"p\""
+#define GENAI                                                                                      \
+    "gen_ai_operation_name=\"chat\",gen_ai_provider_name=\"vllm\",gen_ai_request_model=\"m\""
 
 typedef struct {
     ipl_metrics_t *metrics;
@@ -34,7 +37,7 @@ static int s_setup(void **state)
 {
     fixture_t *f = calloc(1, sizeof(*f));
     f->metrics = ipl_metrics_new();
-    f->series = exporter_series_new(f->metrics, 3);
+    f->series = exporter_series_new(f->metrics, &(exporter_series_config_t){.max_label_sets = 3});
     assert_non_null(f->series);
     *state = f;
     return 0;
@@ -92,6 +95,7 @@ static void test_success_record(void **state)
     exporter_series_apply(f->series, &r);
 
     assert_int_equal(exporter_series_records(f->series), 2);
+    assert_true(s_counter(f, "inferplane_exporter_records_total", NULL) == 2);
     assert_int_equal(exporter_series_label_sets(f->series), 1);
     assert_true(s_counter(f, "inferplane_requests_total", LABELS ",status_code=\"200\"") == 2);
     assert_true(s_counter(f, "inferplane_prompt_tokens_cached_total", LABELS) == 128);
@@ -269,6 +273,178 @@ static void test_drop_reason(void **state)
     assert_int_equal(exporter_series_dropped(f->series), 1);
 }
 
+static void test_outcomes_and_failures(void **state)
+{
+    fixture_t *f = *state;
+    ipl_record_t r = s_record();
+    exporter_series_apply(f->series, &r); /* no outcome field: derived, ok */
+    r.status_code = 429;
+    r.reason = "rate_limit_requests_per_minute";
+    exporter_series_apply(f->series, &r); /* derived: rate_limited */
+    r.status_code = 503;
+    r.reason = "queue_full";
+    r.outcome = "queue_timeout"; /* said by the gateway */
+    exporter_series_apply(f->series, &r);
+    r.status_code = 200;
+    r.reason = "cache_hit";
+    r.outcome = "no-such-word"; /* a newer gateway's word: derived instead */
+    exporter_series_apply(f->series, &r);
+
+    assert_true(s_counter(f, "inferplane_request_outcomes_total", LABELS ",outcome=\"ok\"") == 2);
+    assert_true(
+        s_counter(f, "inferplane_request_outcomes_total", LABELS ",outcome=\"rate_limited\"") == 1);
+    assert_true(s_counter(f, "inferplane_request_outcomes_total",
+                          LABELS ",outcome=\"queue_timeout\"") == 1);
+    assert_true(
+        s_counter(f, "inferplane_request_failures_total",
+                  MTP ",outcome=\"rate_limited\",reason=\"rate_limit_requests_per_minute\"") == 1);
+    assert_true(s_counter(f, "inferplane_request_failures_total",
+                          MTP ",outcome=\"queue_timeout\",reason=\"queue_full\"") == 1);
+    assert_true(s_counter(f, "inferplane_request_failures_total",
+                          MTP ",outcome=\"ok\",reason=\"cache_hit\"") == 0);
+}
+
+static void test_decisions_rules_cost_and_queue(void **state)
+{
+    fixture_t *f = *state;
+    ipl_record_t r = s_record();
+    r.strategy = "ttft";
+    r.target_kind = "worker";
+    r.queue_wait_us = 150000;
+    r.attempts = 1;
+    exporter_series_apply(f->series, &r);
+    ipl_record_t p = s_record();
+    p.worker = "cloud";
+    p.reason = "spill";
+    p.strategy = "ttft";
+    p.target_kind = "provider";
+    p.backend = "cloud-backend";
+    p.cost_micros = 2500000;
+    p.rule = "pol/spill-when-slow";
+    p.attempts = 2; /* failed over to the provider: the attempts say so first */
+    exporter_series_apply(f->series, &p);
+    p.attempts = 1;
+    exporter_series_apply(f->series, &p); /* spilled */
+    ipl_record_t none = s_record();
+    none.worker = "";
+    none.status_code = 404;
+    none.reason = "no_pool";
+    exporter_series_apply(f->series, &none); /* no decision */
+
+    assert_true(s_counter(f, "inferplane_request_decisions_total",
+                          MTP
+                          ",strategy=\"ttft\",reason=\"cache_hit\",target_kind=\"worker\"") == 1);
+    assert_true(s_counter(f, "inferplane_request_decisions_total",
+                          MTP ",strategy=\"ttft\",reason=\"spill\",target_kind=\"provider\"") == 2);
+    assert_true(
+        s_counter(f, "inferplane_request_rules_total", MTP ",rule=\"pol/spill-when-slow\"") == 2);
+    assert_true(
+        fabs(s_counter(f, "inferplane_provider_cost_usd_total", MTP ",backend=\"cloud-backend\"") -
+             5.0) < 1e-9);
+    assert_true(s_counter(f, "inferplane_request_attempts_total", MTP) == 4);
+    assert_true(
+        s_counter(f, "inferplane_request_outcomes_total", LABELS ",outcome=\"failed_over\"") == 1);
+    assert_true(s_counter(f, "inferplane_request_outcomes_total", LABELS ",outcome=\"spilled\"") ==
+                1);
+    assert_true(s_counter(f, "inferplane_request_outcomes_total", LABELS ",outcome=\"rejected\"") ==
+                1);
+    ipl_metric_t *q =
+        s_hist(f, "inferplane_request_queue_wait_seconds", MTP, s_ttft_b, N(s_ttft_b));
+    assert_true(ipl_metric_value(q) == 1);
+    assert_true(fabs(ipl_metric_sum(q) - 0.15) < 1e-9);
+    /* predicted vs observed: the sums of the four 2xx records */
+    assert_true(fabs(s_counter(f, "inferplane_ttft_predicted_seconds_total", LABELS) - 0.75) <
+                1e-9);
+    assert_true(fabs(s_counter(f, "inferplane_ttft_observed_seconds_total", LABELS) - 0.9) < 1e-9);
+}
+
+static const double s_tok_b[] = {1,     4,     16,     64,      256,     1024,     4096,
+                                 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864};
+static const double s_dur_b[] = {0.01, 0.02, 0.04, 0.08,  0.16,  0.32,  0.64,
+                                 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92};
+static const double s_gttft_b[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
+                                   0.25,  0.5,   0.75, 1.0,  2.5,  5.0,  7.5,  10.0};
+static const double s_tpot_b[] = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,
+                                  0.3,  0.4,   0.5,  0.75,  1.0, 2.5};
+
+static void test_genai_series(void **state)
+{
+    fixture_t *f = *state;
+    ipl_record_t r = s_record();
+    exporter_series_apply(f->series, &r);
+    r.api = "completions";
+    r.status_code = 503;
+    r.reason = "upstream_failed";
+    exporter_series_apply(f->series, &r);
+
+    ipl_metric_t *in = s_hist(f, "gen_ai_client_token_usage", GENAI ",gen_ai_token_type=\"input\"",
+                              s_tok_b, N(s_tok_b));
+    assert_true(ipl_metric_value(in) == 1 && ipl_metric_sum(in) == 100);
+    ipl_metric_t *out = s_hist(f, "gen_ai_client_token_usage",
+                               GENAI ",gen_ai_token_type=\"output\"", s_tok_b, N(s_tok_b));
+    assert_true(ipl_metric_value(out) == 1 && ipl_metric_sum(out) == 10);
+    ipl_metric_t *ttft =
+        s_hist(f, "gen_ai_server_time_to_first_token_seconds", GENAI, s_gttft_b, N(s_gttft_b));
+    assert_true(fabs(ipl_metric_sum(ttft) - 0.3) < 1e-9);
+    ipl_metric_t *tpot =
+        s_hist(f, "gen_ai_server_time_per_output_token_seconds", GENAI, s_tpot_b, N(s_tpot_b));
+    assert_true(ipl_metric_value(tpot) == 1);
+    ipl_metric_t *dur =
+        s_hist(f, "gen_ai_client_operation_duration_seconds", GENAI, s_dur_b, N(s_dur_b));
+    assert_true(ipl_metric_value(dur) == 1 && fabs(ipl_metric_sum(dur) - 2.0) < 1e-9);
+    ipl_metric_t *failed = s_hist(f, "gen_ai_client_operation_duration_seconds",
+                                  "gen_ai_operation_name=\"text_completion\",gen_ai_provider_name="
+                                  "\"vllm\",gen_ai_request_model=\"m\",error_type=\"503\"",
+                                  s_dur_b, N(s_dur_b));
+    assert_true(ipl_metric_value(failed) == 1);
+
+    size_t len = 0;
+    char *text = ipl_metrics_render(f->metrics, &len);
+    assert_non_null(strstr(text, "gen_ai_client_token_usage_bucket{"));
+    assert_non_null(strstr(text, "le=\"67108864\""));
+    free(text);
+}
+
+/* Each label has its own cap: a tenant past it reads __overflow__, the other labels stay. */
+static void test_label_values_are_capped(void **state)
+{
+    (void)state;
+    ipl_metrics_t *m = ipl_metrics_new();
+    exporter_series_config_t c = {.max_tenants = 2, .max_models = 1};
+    exporter_series_t *series = exporter_series_new(m, &c);
+    assert_non_null(series);
+    const char *tenants[] = {"a", "b", "c", "d", "a"};
+    for (size_t i = 0; i < 5; i++) {
+        ipl_record_t r = s_record();
+        r.tenant = (char *)tenants[i];
+        exporter_series_apply(series, &r);
+    }
+    ipl_record_t r = s_record();
+    r.model = "other-model";
+    r.tenant = "b";
+    exporter_series_apply(series, &r);
+    double a = ipl_metric_value(ipl_metrics_counter(
+        m, "inferplane_requests_total", "",
+        "model=\"m\",tenant=\"a\",pool=\"p\",endpoint=\"http://w0\",status_code=\"200\""));
+    double over =
+        ipl_metric_value(ipl_metrics_counter(m, "inferplane_requests_total", "",
+                                             "model=\"m\",tenant=\"__overflow__\",pool=\"p\","
+                                             "endpoint=\"http://w0\",status_code=\"200\""));
+    double model_over =
+        ipl_metric_value(ipl_metrics_counter(m, "inferplane_requests_total", "",
+                                             "model=\"__overflow__\",tenant=\"b\",pool=\"p\","
+                                             "endpoint=\"http://w0\",status_code=\"200\""));
+    assert_true(a == 2 && over == 2 && model_over == 1);
+    assert_true(
+        ipl_metric_value(ipl_metrics_counter(m, "inferplane_exporter_label_values_overflow_total",
+                                             "", "dimension=\"tenant\"")) == 2);
+    assert_true(
+        ipl_metric_value(ipl_metrics_counter(m, "inferplane_exporter_label_values_overflow_total",
+                                             "", "dimension=\"model\"")) == 1);
+    exporter_series_destroy(&series);
+    ipl_metrics_destroy(&m);
+}
+
 int main(void)
 {
     ipl_log_init("test", IPL_LOG_OFF);
@@ -282,6 +458,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_label_sets_are_capped, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_frames, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_drop_reason, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_outcomes_and_failures, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_decisions_rules_cost_and_queue, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_genai_series, s_setup, s_teardown),
+        cmocka_unit_test(test_label_values_are_capped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
