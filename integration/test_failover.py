@@ -247,6 +247,11 @@ class TestFailover(unittest.TestCase):
         self.assertEqual(
             self.gw_metric("inferplane_gateway_retries_total", reason="status_5xx") - before, 1)
         self.assertEqual(sim_metric(self.standin, "inferplane_sim_injected_failures_total"), 1)
+        # its record says so: answered after another attempt failed (RECORD.outcome)
+        wait_until(lambda: metric(scrape(self.gw.exporter.admin_url),
+                                  "inferplane_request_outcomes_total", model="cloud-chat",
+                                  outcome="failed_over") >= 1, 5,
+                   what="the failed-over outcome at the exporter")
 
     def test_4b_a_worker_failure_moves_to_the_provider(self):
         """A retry that lands on a provider is translated and authenticated anew: the worker

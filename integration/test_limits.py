@@ -156,6 +156,13 @@ class TestLimits(unittest.TestCase):
         self.assertEqual(hdrs.get("x-ratelimit-limit-requests"), "2")
         self.assertEqual(gw_metric(self.gw, "inferplane_gateway_ratelimited_total",
                                    tenant="rpm", limit="requests_per_minute"), 2)
+        # the records say what became of each (RECORD.outcome, counted by the exporter)
+        def outcomes(word):
+            return metric(scrape(self.gw.exporter.admin_url), "inferplane_request_outcomes_total",
+                          tenant="rpm", outcome=word) or 0
+        wait_until(lambda: outcomes("rate_limited") >= 2 and outcomes("ok") >= 3, 5,
+                   what="the rpm tenant's outcomes at the exporter")
+        self.assertEqual((outcomes("ok"), outcomes("rate_limited")), (3, 2))
 
     def test_input_tokens_per_minute(self):
         st, hdrs, doc = chat(self.api, "itpm")

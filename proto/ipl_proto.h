@@ -454,7 +454,8 @@ enum {
       "what became of the request: \"ok\", \"rejected\" (refused by policy, routing or the "        \
       "request's own fault), \"rate_limited\" (a tenant limit), \"queue_timeout\" (waited in the "  \
       "gateway's queue too long), \"failed_over\" (answered after another target failed), "        \
-      "\"spilled\" (answered by a provider a spill or overflow chose) or \"error\" (docs/metrics.md,"\
+      "\"spilled\" (answered by a provider a spill or overflow chose), \"error\" or \"cancelled\" (the "\
+      "client hung up; docs/metrics.md,"\
       " Outcomes); NULL from gateways that predate it: the exporter derives it from status_code, "  \
       "reason, attempts and target_kind")                                                          \
     F(X, opt_u64, queue_wait_us,                                                                   \

@@ -19,6 +19,7 @@
 #include <xxhash.h>
 
 #include "ipl_clock.h"
+#include "ipl_cond.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
 #include "sim_cache.h"
@@ -202,15 +203,6 @@ static struct timespec s_real_deadline(const sim_engine_t *self, double sim_s)
     uint64_t ns = self->t0_ns + (uint64_t)(real * 1e9);
     return (struct timespec){.tv_sec = (time_t)(ns / 1000000000ull),
                              .tv_nsec = (long)(ns % 1000000000ull)};
-}
-
-static void s_cond_init(pthread_cond_t *c)
-{
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(c, &attr);
-    pthread_condattr_destroy(&attr);
 }
 
 /* --- lists --------------------------------------------------------------------------------- */
@@ -576,7 +568,7 @@ sim_engine_t *sim_engine_new(const sim_engine_config_t *cfg)
     self->cfg.pythonhashseed = self->pythonhashseed;
     self->cfg.model_name = self->model_name;
     pthread_mutex_init(&self->lock, NULL);
-    s_cond_init(&self->work);
+    ipl_cond_init_mono(&self->work);
     self->hasher = sim_hasher_new(cfg->hash_algo, self->pythonhashseed, cfg->seed);
     self->cache = sim_cache_new(cfg->num_gpu_blocks, cfg->block_size);
     self->batch = sim_kvbatch_new();
@@ -672,7 +664,7 @@ sim_req_t *sim_engine_submit(sim_engine_t *self, const sim_req_spec_t *spec)
     r->noutput = spec->noutput;
     r->final_finish = spec->finish == SIM_FINISH_STOP ? SIM_FINISH_STOP : SIM_FINISH_LENGTH;
     r->first_token = r->last_token = r->finish_at = -1;
-    s_cond_init(&r->cond);
+    ipl_cond_init_mono(&r->cond);
     r->refs = 2; /* the caller's and the engine's */
     pthread_mutex_lock(&self->lock);
     if (self->stopping) {

@@ -7,7 +7,8 @@
 #include <string.h>
 
 static const char *const s_names[EXPORTER_OUTCOME_COUNT] = {
-    "ok", "rejected", "rate_limited", "queue_timeout", "failed_over", "spilled", "error"};
+    "ok",     "rejected", "rate_limited", "queue_timeout", "failed_over", "spilled", "error",
+    "cancelled"};
 
 const char *exporter_outcome_name(exporter_outcome_t outcome)
 {
@@ -51,6 +52,7 @@ exporter_outcome_t exporter_outcome_of(const ipl_record_t *rec)
             return EXPORTER_OUTCOME_SPILLED;
         return EXPORTER_OUTCOME_OK;
     }
+    if (st == 499 || !strcmp(reason, "client_gone")) return EXPORTER_OUTCOME_CANCELLED;
     if (s_has(reason, "queue")) return EXPORTER_OUTCOME_QUEUE_TIMEOUT;
     if (st == 429 && (s_has(reason, "rate_limit") || !strncmp(reason, "limit", 5) ||
                       s_has(reason, "per_minute") || s_has(reason, "concurrent")))

@@ -32,6 +32,7 @@ typedef enum {
     EXPORTER_OUTCOME_FAILED_OVER,
     EXPORTER_OUTCOME_SPILLED,
     EXPORTER_OUTCOME_ERROR,
+    EXPORTER_OUTCOME_CANCELLED, /* the client hung up before its answer (499) */
     EXPORTER_OUTCOME_COUNT
 } exporter_outcome_t;
 

@@ -383,20 +383,27 @@ static uint64_t s_cost(uint64_t tokens, uint64_t micros_per_mtok)
     return (tokens * micros_per_mtok + 999999) / 1000000;
 }
 
-void gateway_limits_settle(gateway_limits_t *self, ipl_policy_view_t *policy, limits_handle_t *h,
-                           const char *provider, uint64_t prompt_tokens, uint64_t completion_tokens)
+uint64_t gateway_limits_cost_micros(ipl_policy_view_t *policy, const char *provider,
+                                    uint64_t prompt_tokens, uint64_t completion_tokens)
+{
+    if (!provider || !provider[0] || !policy) return 0;
+    uint64_t cost = 0;
+    ipl_policy_snap_t *snap = ipl_policy_view_get(policy);
+    for (uint32_t i = 0; snap && i < snap->policy->providers_len; i++) {
+        const ipl_provider_t *p = &snap->policy->providers[i];
+        if (p->name && !strcmp(p->name, provider)) {
+            cost = s_cost(prompt_tokens, p->input_micros_per_mtok) +
+                   s_cost(completion_tokens, p->output_micros_per_mtok);
+            break;
+        }
+    }
+    if (snap) ipl_policy_view_release(policy, &snap);
+    return cost;
+}
+
+void gateway_limits_settle(gateway_limits_t *self, limits_handle_t *h, uint64_t completion_tokens,
+                           uint64_t cost_micros)
 {
     if (!h || !h->tenant) return;
-    uint64_t cost = 0;
-    if (provider && provider[0] && policy) {
-        ipl_policy_snap_t *snap = ipl_policy_view_get(policy);
-        for (uint32_t i = 0; snap && i < snap->policy->providers_len; i++) {
-            const ipl_provider_t *p = &snap->policy->providers[i];
-            if (p->name && !strcmp(p->name, provider))
-                cost = s_cost(prompt_tokens, p->input_micros_per_mtok) +
-                       s_cost(completion_tokens, p->output_micros_per_mtok);
-        }
-        if (snap) ipl_policy_view_release(policy, &snap);
-    }
-    limits_table_settle(self->table, h, completion_tokens, cost, s_now());
+    limits_table_settle(self->table, h, completion_tokens, cost_micros, s_now());
 }

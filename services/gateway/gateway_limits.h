@@ -76,11 +76,17 @@ int gateway_limits_decide(gateway_limits_t *self, ipl_policy_view_t *policy, con
                           gateway_limits_header_fn *set, void *arg, gateway_api_error_t *err,
                           int *retry_after_s);
 
-/* The end of an admitted call: its completion tokens and, for a provider target, its cost
- * from the provider's cost hints (InferenceProvider spec.cost). A cleared handle is a no-op. */
-void gateway_limits_settle(gateway_limits_t *self, ipl_policy_view_t *policy, limits_handle_t *h,
-                           const char *provider, uint64_t prompt_tokens,
-                           uint64_t completion_tokens);
+/* What a call to `provider` (an InferenceProvider's name; NULL or "": a local worker, which
+ * costs nothing) cost, in micro-USD, from the provider's cost hints (spec.cost, per million
+ * input / output tokens, each part rounded up) in the policy `policy` holds. Needs no
+ * gateway_limits object: records carry it whether limits are on or not. */
+uint64_t gateway_limits_cost_micros(ipl_policy_view_t *policy, const char *provider,
+                                    uint64_t prompt_tokens, uint64_t completion_tokens);
+
+/* The end of an admitted call: its completion tokens and its cost (micro-USD,
+ * gateway_limits_cost_micros). A cleared handle is a no-op. */
+void gateway_limits_settle(gateway_limits_t *self, limits_handle_t *h, uint64_t completion_tokens,
+                           uint64_t cost_micros);
 
 /* The replica id in use (for logs and tests). */
 const char *gateway_limits_id(const gateway_limits_t *self);

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "ipl_clock.h"
+#include "ipl_cond.h"
 #include "ipl_error.h"
 #include "ipl_httpd.h"
 #include "ipl_log.h"
@@ -137,26 +138,6 @@ void gateway_proxy_destroy(gateway_proxy_t **self_p)
 void gateway_proxy_stop(gateway_proxy_t *self)
 {
     atomic_store(&self->stopping, true);
-}
-
-static void s_deadline(struct timespec *ts, int ms)
-{
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
-static void s_cond_init(pthread_cond_t *cond)
-{
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(cond, &attr);
-    pthread_condattr_destroy(&attr);
 }
 
 bool gateway_proxy_wait_idle(gateway_proxy_t *self, int timeout_ms)
@@ -288,9 +269,7 @@ static size_t s_on_write(char *data, size_t size, size_t n, void *arg)
         pthread_cond_broadcast(&x->cond);
     }
     while (!x->attached && !s_should_abort(x)) {
-        struct timespec ts;
-        s_deadline(&ts, S_SLICE_MS);
-        pthread_cond_timedwait(&x->cond, &x->lock, &ts);
+        (void)ipl_cond_wait_ms(&x->cond, &x->lock, S_SLICE_MS);
     }
     bool go = x->attached && !s_should_abort(x);
     int fd = x->fd;
@@ -414,9 +393,7 @@ static void *s_producer(void *arg)
     pthread_cond_broadcast(&x->cond);
     /* Headers arrived but the handler has not attached yet (empty body): wait for it. */
     while (x->headers_done && !x->attached && !s_should_abort(x)) {
-        struct timespec ts;
-        s_deadline(&ts, S_SLICE_MS);
-        pthread_cond_timedwait(&x->cond, &x->lock, &ts);
+        (void)ipl_cond_wait_ms(&x->cond, &x->lock, S_SLICE_MS);
     }
     bool attached = x->attached;
     bool headers = x->headers_done;
@@ -493,7 +470,7 @@ int gateway_proxy_start_with(gateway_proxy_t *self, const char *url, char **body
     x->client_fd = opts->watch_client ? opts->client_fd : -1;
     if (cb) x->cb = *cb;
     pthread_mutex_init(&x->lock, NULL);
-    s_cond_init(&x->cond);
+    ipl_cond_init_mono(&x->cond);
     struct curl_slist *list = curl_slist_append(NULL, "Content-Type: application/json");
     /* no "Expect: 100-continue" round trip before large bodies */
     list = list ? curl_slist_append(list, "Expect:") : NULL;
@@ -561,9 +538,7 @@ static int s_wait(gateway_xfer_t *x, int timeout_ms, bool body, char *error, siz
         uint64_t now = ipl_mono_ms();
         if (now >= deadline) break;
         uint64_t left = deadline - now;
-        struct timespec ts;
-        s_deadline(&ts, left < S_SLICE_MS ? (int)left : S_SLICE_MS);
-        pthread_cond_timedwait(&x->cond, &x->lock, &ts);
+        (void)ipl_cond_wait_ms(&x->cond, &x->lock, left < S_SLICE_MS ? (int)left : S_SLICE_MS);
     }
     pthread_mutex_unlock(&x->lock);
     if (rc == IPL_E_TIMEOUT && error)

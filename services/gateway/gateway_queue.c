@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "ipl_clock.h"
+#include "ipl_cond.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
 
@@ -57,23 +58,6 @@ struct gateway_queue {
 };
 
 /* ---- small helpers ------------------------------------------------------------------------- */
-
-static void s_cond_init(pthread_cond_t *cond)
-{
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(cond, &attr);
-    pthread_condattr_destroy(&attr);
-}
-
-/* Waits on `cond` until `deadline_ns` (CLOCK_MONOTONIC, as ipl_mono_ns); false on time-out. */
-static bool s_wait_until(pthread_cond_t *cond, pthread_mutex_t *lock, uint64_t deadline_ns)
-{
-    struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000ULL),
-                          .tv_nsec = (long)(deadline_ns % 1000000000ULL)};
-    return pthread_cond_timedwait(cond, lock, &ts) != ETIMEDOUT;
-}
 
 static s_scope_t *s_scope_find(gateway_queue_t *self, const char *model)
 {
@@ -214,7 +198,7 @@ static void *s_timer(void *arg)
             }
         }
         if (earliest)
-            (void)s_wait_until(&self->tick, &self->lock, earliest);
+            (void)ipl_cond_wait_until(&self->tick, &self->lock, earliest);
         else
             pthread_cond_wait(&self->tick, &self->lock);
     }
@@ -237,7 +221,7 @@ gateway_queue_t *gateway_queue_new(const gateway_queue_config_t *config, ipl_met
     if (self->cfg.max_wait_ms < 0) self->cfg.max_wait_ms = 0;
     self->metrics = metrics;
     pthread_mutex_init(&self->lock, NULL);
-    s_cond_init(&self->tick);
+    ipl_cond_init_mono(&self->tick);
     self->dispatches = ipl_metrics_counter(
         metrics, "inferplane_gateway_queue_dispatches_total",
         "Queued requests let go to ask the decider again (each retry counts).", NULL);
@@ -359,7 +343,7 @@ void gateway_queue_ticket(const gateway_queue_t *self, gateway_queue_ticket_t *t
     t->entry.item = t;
     t->entry.cost = prompt_tokens + (hints ? hints->output : GATEWAY_QUEUE_OUTPUT_DEFAULT);
     t->entry.deadline_ns = t->deadline_ns;
-    s_cond_init(&t->cond);
+    ipl_cond_init_mono(&t->cond);
 }
 
 /* Fills the refusal of a full queue. */
@@ -441,7 +425,7 @@ int gateway_queue_wait(gateway_queue_t *self, gateway_queue_ticket_t *t, gateway
         uint64_t until = t->deadline_ns, check = ipl_mono_ns() +
                                                  GATEWAY_QUEUE_HANGUP_CHECK_MS * 1000000ULL;
         if (t->client_fd >= 0 && check < until) until = check;
-        if (s_wait_until(&t->cond, &self->lock, until)) continue;
+        if (ipl_cond_wait_until(&t->cond, &self->lock, until)) continue;
         if (ipl_mono_ns() >= t->deadline_ns) break;
         gone = t->client_fd >= 0 && s_hung_up(t->client_fd);
     }

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "ipl_clock.h"
+#include "ipl_cond.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
 #include "ipl_zmq.h"
@@ -75,11 +76,7 @@ gateway_route_t *gateway_route_new(const char *endpoint, int timeout_ms, ipl_met
     }
     self->timeout_ms = timeout_ms > 0 ? timeout_ms : 1000;
     pthread_mutex_init(&self->lock, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&self->freed, &attr);
-    pthread_condattr_destroy(&attr);
+    ipl_cond_init_mono(&self->freed);
     /* Start ids at a random point so a restarted gateway is unlikely to accept a stale
      * answer meant for its previous incarnation. */
     atomic_store(&self->next_id, ((uint64_t)ipl_wall_ms() << 20) | 1);
@@ -163,14 +160,7 @@ static s_sock_t *s_take(gateway_route_t *self, uint64_t deadline_ns)
     pthread_mutex_lock(&self->lock);
     while (!self->free_list && self->sockets >= S_MAX_SOCKETS && !atomic_load(&self->stopping) &&
            ipl_mono_ns() < deadline_ns) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += S_POLL_SLICE_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&self->freed, &self->lock, &ts);
+        (void)ipl_cond_wait_ms(&self->freed, &self->lock, S_POLL_SLICE_MS);
     }
     s_sock_t *s = self->free_list;
     if (s) {

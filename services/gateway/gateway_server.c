@@ -241,6 +241,10 @@ static void s_finish(s_call_t *call, int status, const char *reason, uint64_t en
     rec.labels_len = call->labels.len;
     rec.prompt_tokens = call->prompt_tokens;
     rec.queue_wait_us = call->queue_wait_ns / 1000; /* in the fair queue (gateway_queue) */
+    rec.attempts = (uint64_t)(call->attempts > 0 ? call->attempts : 0);
+    rec.target_kind = (char *)(call->worker[0] ? (call->provider ? "provider" : "worker") : "");
+    rec.backend = call->backend;
+    rec.rule = call->rule;
     if (st) {
         /* TTFT: the first generated text (streams) or the first byte (a JSON body). */
         uint64_t first = gateway_sse_mode(call->sse) == GATEWAY_SSE_STREAM ? st->first_content_ns
@@ -267,10 +271,13 @@ static void s_finish(s_call_t *call, int status, const char *reason, uint64_t en
             call->model[0] ? call->model : "-", status, call->worker[0] ? call->worker : "-",
             rec.reason[0] ? rec.reason : "-", rec.ttft_s * 1e3, rec.e2e_s * 1e3, rec.prompt_tokens,
             rec.cached_tokens, rec.completion_tokens);
+    rec.cost_micros = gateway_limits_cost_micros(srv->policy, call->provider ? call->worker : NULL,
+                                                 rec.prompt_tokens, rec.completion_tokens);
+    rec.outcome = (char *)gateway_verdict_outcome(status, reason, call->attempts, call->provider,
+                                                  call->reason);
     if (srv->cfg.limits) /* the tenant's limits: completion tokens, cost, its slot back */
-        gateway_limits_settle(srv->cfg.limits, srv->policy, &call->limit,
-                              call->provider ? call->worker : NULL, rec.prompt_tokens,
-                              rec.completion_tokens);
+        gateway_limits_settle(srv->cfg.limits, &call->limit, rec.completion_tokens,
+                              rec.cost_micros);
     if (!srv->push) return;
     pthread_mutex_lock(&srv->push_lock);
     int rc = ipl_msg_send(zsock_resolve(srv->push), IPL_MSG_RECORD, &rec, ZMQ_DONTWAIT);

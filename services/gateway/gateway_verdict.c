@@ -4,11 +4,47 @@
 #include "gateway_verdict.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
 static const char *s_or(const char *s, const char *fallback)
 {
     return s && s[0] ? s : fallback;
+}
+
+/* The gateway's own refusal codes, by outcome (gateway_limits, gateway_queue, this file). */
+static bool s_is(const char *code, const char *const *list)
+{
+    for (; code && *list; list++)
+        if (!strcmp(code, *list)) return true;
+    return false;
+}
+
+const char *gateway_verdict_outcome(int status, const char *code, int attempts, bool provider,
+                                    const char *decision_reason)
+{
+    static const char *const limited[] = {"rate_limit_exceeded", NULL};
+    static const char *const queued[] = {"queue_timeout", "queue_full", "batch_deferred", NULL};
+    /* the decider's refusals and routing's own (load shedding, a rule, keepLocal) */
+    static const char *const refused[] = {"policy_rejected", "overloaded", "model_not_found",
+                                          NULL};
+    if (status >= 200 && status <= 299) {
+        if (attempts > 1) return "failed_over";
+        if (provider && decision_reason &&
+            (!strcmp(decision_reason, "spill") || !strcmp(decision_reason, "overflow")))
+            return "spilled";
+        return "ok";
+    }
+    if (status == 499 || (code && !strcmp(code, "client_gone"))) return "cancelled";
+    if (s_is(code, limited)) return "rate_limited";
+    if (s_is(code, queued)) return "queue_timeout";
+    if (s_is(code, refused)) return "rejected";
+    /* an upstream's own answer passed on (code NULL) or the gateway's: the request's fault
+     * (4xx, the client's hang-up 499 included) or an error (5xx, upstream_* codes) */
+    if (code && !strncmp(code, "upstream_", 9)) return "error";
+    if (status >= 400 && status <= 499) return "rejected";
+    return "error";
 }
 
 const char *gateway_verdict_type(int status)

@@ -22,6 +22,7 @@
 #ifndef GATEWAY_VERDICT_H
 #define GATEWAY_VERDICT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "gateway_api.h"
@@ -33,6 +34,14 @@
 /* Fills *err for `rep` (status not OK; DEFERRED as if the wait ran out after 0 ms) for a
  * request that asked for `model`. */
 void gateway_verdict_error(const ipl_route_rep_t *rep, const char *model, gateway_api_error_t *err);
+
+/* What became of a request, as RECORD.outcome names it (docs/metrics.md, "Outcomes"):
+ * `status` is what the client got, `code` the error code it got (gateway_api_error_t.code;
+ * NULL for an answer), `attempts` the upstream attempts made, `provider` whether the last
+ * target was a provider and `decision_reason` the decider's reason for it ("spill",
+ * "overflow", ...; NULL when never routed). A static string. */
+const char *gateway_verdict_outcome(int status, const char *code, int attempts, bool provider,
+                                    const char *decision_reason);
 
 /* The OpenAI error type of a refusal with HTTP `status` (see the table). */
 const char *gateway_verdict_type(int status);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "ipl_clock.h"
+#include "ipl_cond.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
 #include "sim_fault.h"
@@ -1230,11 +1231,7 @@ sim_api_t *sim_api_new(const sim_api_config_t *cfg, sim_engine_t *engine,
             "Generation requests answered with a simulated 500 (--fail-rate).", NULL);
     }
     pthread_mutex_init(&self->lock, NULL);
-    pthread_condattr_t attr; /* deadlines on CLOCK_MONOTONIC, like ipl_mono_ns */
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&self->writers_done, &attr);
-    pthread_condattr_destroy(&attr);
+    ipl_cond_init_mono(&self->writers_done); /* deadlines on ipl_mono_ns */
     self->started = (long)(ipl_wall_ms() / 1000);
     return self;
 }
@@ -1284,11 +1281,8 @@ void sim_api_routes(sim_api_t *self, ipl_httpd_t *httpd)
 int sim_api_drain(sim_api_t *self, int timeout_ms)
 {
     uint64_t ns = ipl_mono_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
-    struct timespec dl = {.tv_sec = (time_t)(ns / 1000000000ull),
-                          .tv_nsec = (long)(ns % 1000000000ull)};
     pthread_mutex_lock(&self->lock);
-    while (self->writers > 0 &&
-           pthread_cond_timedwait(&self->writers_done, &self->lock, &dl) != ETIMEDOUT) {
+    while (self->writers > 0 && ipl_cond_wait_until(&self->writers_done, &self->lock, ns)) {
     }
     int left = self->writers;
     pthread_mutex_unlock(&self->lock);

@@ -13,7 +13,7 @@ static void test_vocabulary(void **state)
 {
     (void)state;
     const char *words[] = {"ok",          "rejected", "rate_limited", "queue_timeout",
-                           "failed_over", "spilled",  "error"};
+                           "failed_over", "spilled",  "error",        "cancelled"};
     for (int i = 0; i < EXPORTER_OUTCOME_COUNT; i++) {
         assert_string_equal(exporter_outcome_name((exporter_outcome_t)i), words[i]);
         assert_int_equal(exporter_outcome_parse(words[i]), i);
@@ -26,6 +26,7 @@ static void test_vocabulary(void **state)
     assert_true(exporter_outcome_failed(EXPORTER_OUTCOME_ERROR));
     assert_false(exporter_outcome_failed(EXPORTER_OUTCOME_SPILLED));
     assert_false(exporter_outcome_failed(EXPORTER_OUTCOME_FAILED_OVER));
+    assert_false(exporter_outcome_failed(EXPORTER_OUTCOME_CANCELLED)); /* the client left */
 }
 
 static exporter_outcome_t s_of(uint64_t status, const char *reason, uint64_t attempts,
@@ -52,6 +53,7 @@ static void test_derived(void **state)
     assert_int_equal(s_of(429, "limit_input_tokens_per_minute", 0, NULL, NULL),
                      EXPORTER_OUTCOME_RATE_LIMITED);
     assert_int_equal(s_of(429, "overloaded", 0, NULL, NULL), EXPORTER_OUTCOME_REJECTED);
+    assert_int_equal(s_of(499, "client_gone", 1, "worker", NULL), EXPORTER_OUTCOME_CANCELLED);
     assert_int_equal(s_of(503, "queue_full", 0, NULL, NULL), EXPORTER_OUTCOME_QUEUE_TIMEOUT);
     assert_int_equal(s_of(504, "queue_timeout", 0, NULL, NULL), EXPORTER_OUTCOME_QUEUE_TIMEOUT);
     assert_int_equal(s_of(404, "no_pool", 0, NULL, NULL), EXPORTER_OUTCOME_REJECTED);

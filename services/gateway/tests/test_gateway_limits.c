@@ -122,9 +122,9 @@ static void test_admission_headers_and_refusal(void **state)
     assert_string_equal(s_header(&hd, "x-ratelimit-remaining-requests"), "1");
     assert_string_equal(s_header(&hd, "x-ratelimit-reset-requests"), "30s");
     assert_null(s_header(&hd, "x-ratelimit-limit-tokens"));
-    gateway_limits_settle(g, p.view, &h, NULL, 20, 5);
+    gateway_limits_settle(g, &h, 5, 0);
     assert_int_equal(s_decide(g, &p, "a", &hd, &h, &err, &retry), 0);
-    gateway_limits_settle(g, p.view, &h, NULL, 20, 5);
+    gateway_limits_settle(g, &h, 5, 0);
     assert_int_equal(s_decide(g, &p, "a", &hd, &h, &err, &retry), IPL_E_AGAIN);
     assert_int_equal(err.status, 429);
     assert_string_equal(err.code, "rate_limit_exceeded");
@@ -138,7 +138,7 @@ static void test_admission_headers_and_refusal(void **state)
     // a tenant without limits: admitted, no headers
     assert_int_equal(s_decide(g, &p, "free", &hd, &h, &err, &retry), 0);
     assert_int_equal(hd.n, 0);
-    gateway_limits_settle(g, p.view, &h, NULL, 20, 5);
+    gateway_limits_settle(g, &h, 5, 0);
     gateway_limits_destroy(&g);
     assert_null(g);
     ipl_metrics_destroy(&m);
@@ -157,10 +157,10 @@ static void test_a_provider_cost_spends_the_daily_budget(void **state)
     int retry;
     // a local worker costs nothing
     assert_int_equal(s_decide(g, &p, "c", &hd, &h, &err, &retry), 0);
-    gateway_limits_settle(g, p.view, &h, NULL, 1000000, 1000000);
+    gateway_limits_settle(g, &h, 1000000, 0);
     // the provider: 10,000 × 0.15 + 1,000 × 0.6 per million = 2,100 µUSD > 1,000
     assert_int_equal(s_decide(g, &p, "c", &hd, &h, &err, &retry), 0);
-    gateway_limits_settle(g, p.view, &h, "cloud", 10000, 1000);
+    gateway_limits_settle(g, &h, 1000, gateway_limits_cost_micros(p.view, "cloud", 10000, 1000));
     assert_int_equal(s_decide(g, &p, "c", &hd, &h, &err, &retry), IPL_E_AGAIN);
     assert_non_null(strstr(err.message, "daily cost budget (costPerDayUsd 0.001,"));
     assert_in_range(retry, 1, 86400); // until 00:00 UTC
@@ -209,7 +209,7 @@ static void test_two_replicas_charge_each_others_admissions(void **state)
     while (admitted < 6 && ipl_mono_ms() < deadline) {
         if (s_decide(a, &p, "s", &hd, &h, &err, &retry) == 0) {
             admitted++;
-            gateway_limits_settle(a, p.view, &h, NULL, 20, 5);
+            gateway_limits_settle(a, &h, 5, 0);
         } else {
             zclock_sleep(2);
         }

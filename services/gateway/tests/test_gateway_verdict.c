@@ -1,6 +1,7 @@
 /* Unit tests of gateway_verdict: every ROUTE_REP status as a client error. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
@@ -107,12 +108,56 @@ static void test_deferral(void **state)
     }
 }
 
+/* RECORD.outcome: the gateway's word for every way a request ends. */
+static void test_outcome(void **state)
+{
+    (void)state;
+    static const struct {
+        int status;
+        const char *code;
+        int attempts;
+        bool provider;
+        const char *decision_reason;
+        const char *want;
+    } cases[] = {
+        {200, NULL, 1, false, "cache_hit", "ok"},
+        {200, NULL, 2, false, "cache_hit", "failed_over"},
+        {200, NULL, 1, true, "spill", "spilled"},
+        {200, NULL, 1, true, "overflow", "spilled"},
+        {200, NULL, 1, true, "rule_provider", "ok"},
+        {200, NULL, 1, false, "spill", "ok"}, /* a worker, whatever the reason says */
+        {429, "rate_limit_exceeded", 0, false, NULL, "rate_limited"},
+        {429, "queue_timeout", 0, false, NULL, "queue_timeout"},
+        {429, "queue_full", 0, false, NULL, "queue_timeout"},
+        {429, "batch_deferred", 0, false, NULL, "queue_timeout"},
+        {429, "overloaded", 0, false, NULL, "rejected"},
+        {403, "policy_rejected", 0, false, NULL, "rejected"},
+        {503, "policy_rejected", 0, false, NULL, "rejected"},
+        {404, "model_not_found", 0, false, NULL, "rejected"},
+        {401, "invalid_api_key", 0, false, NULL, "rejected"},
+        {400, NULL, 1, false, "cache_hit", "rejected"}, /* the worker's 400 passed on */
+        {429, "upstream_rate_limited", 3, false, "cache_hit", "error"},
+        {502, "upstream_unreachable", 3, false, "cache_hit", "error"},
+        {502, "upstream_failed", 1, false, "cache_hit", "error"},
+        {503, "no_worker_available", 0, false, NULL, "error"},
+        {500, NULL, 1, false, "cache_hit", "error"},
+        {499, "client_gone", 1, false, "cache_hit", "cancelled"},
+        {499, "client_gone", 0, false, NULL, "cancelled"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        assert_string_equal(gateway_verdict_outcome(cases[i].status, cases[i].code,
+                                                    cases[i].attempts, cases[i].provider,
+                                                    cases[i].decision_reason),
+                            cases[i].want);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rejected),
         cmocka_unit_test(test_other_statuses),
         cmocka_unit_test(test_deferral),
+        cmocka_unit_test(test_outcome),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
