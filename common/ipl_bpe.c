@@ -1,11 +1,14 @@
 /*
- * ipl_bpe — byte-level BPE from tokenizer.json (see ipl_bpe.h for the pipeline and coverage).
+ * ipl_bpe — BPE from tokenizer.json (see ipl_bpe.h for the pipeline and coverage); the
+ * pre-tokenizer is ipl_pretok, the normalizer ipl_normalizer.
  *
  * Data, all built once at load and read-only afterwards:
  *
  *   arena     every token's bytes, back to back. Vocabulary keys are stored as the raw bytes
- *             they stand for (the ByteLevel map "Ġ"→0x20, "Ċ"→0x0A, ... applied in reverse),
- *             so BPE, the vocabulary lookup and decoding all work on plain bytes.
+ *             they stand for (the ByteLevel map "Ġ"→0x20, "Ċ"→0x0A, ... applied in reverse;
+ *             without ByteLevel the spelling itself, "▁the"), so BPE, the vocabulary lookup
+ *             and decoding all work on plain bytes. Decoded spellings get the decoder's
+ *             Replace steps at load ("▁" → " ").
  *   pieces    id → span of the arena (decode); vpieces + vmap: vocabulary bytes → id (open
  *             addressing on XXH3).
  *   merges    (left id, right id) → (rank, merged id), open addressing on the packed pair.
@@ -18,6 +21,11 @@
  *   heap   (rank(h,e),0) (rank(e,l),1) (rank(l,l),2) (rank(l,o),3)   ordered by (rank, pos)
  *   pop the lowest; skip it if stale (either side changed since it was pushed); otherwise
  *   merge the right symbol into the left one and push the two new neighbour pairs.
+ *
+ * (Symbols are characters rather than bytes without ByteLevel, with "<0xNN>" byte-fallback
+ * symbols for characters outside the vocabulary.) Words of up to S_SMALL_WORD symbols use the
+ * same rule by scanning an array of pair ranks instead (s_bpe_small): fewer steps for the few
+ * symbols of a word.
  *
  * Most words are vocabulary entries that BPE rebuilds whole ("Ġthe" merges back into
  * "Ġthe"). Loading runs BPE once on every entry and keeps one bit per id saying so (`whole`);
@@ -37,6 +45,8 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "ipl_normalizer.h"
+#include "ipl_pretok.h"
 #include "ipl_unicode.h"
 
 #define S_MAX_ID    (1u << 24) /* ids above this are refused at load (tables are dense) */
@@ -44,14 +54,6 @@
 #define S_NO_PIECE  UINT32_MAX /* pieces[id].len of an id nothing defines */
 #define S_NO_SLOT   UINT32_MAX
 #define S_EMPTY_KEY UINT64_MAX
-
-/* The two supported Split patterns (byte-exact as in tokenizer.json). */
-static const char s_llama3_regex[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
-    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-static const char s_qwen2_regex[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
-    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 typedef struct {
     uint32_t off, len;
@@ -79,6 +81,17 @@ typedef struct {
     bool single_word, lstrip, rstrip;
 } s_added_t;
 
+#define S_MAX_GLUE   32
+#define S_SMALL_WORD 24 /* words of up to this many symbols merge by scanning, not a heap */
+#define S_MARK       "\xE2\x96\x81" /* U+2581 "▁", SentencePiece's word mark */
+
+/* Decoder Strip(content, start, stop) after Fuse: up to start leading and stop trailing
+ * characters equal to content are cut from the decoded text. */
+typedef struct {
+    unsigned char content[4];
+    size_t len, start, stop;
+} s_strip_t;
+
 struct ipl_bpe {
     unsigned char *arena;
     size_t arena_len, arena_cap;
@@ -89,11 +102,22 @@ struct ipl_bpe {
     size_t vmap_mask;
     s_merge_t *mmap;
     size_t mmap_mask;
-    int64_t byte_id[256]; /* id of each single byte, -1 when the vocabulary lacks it */
-    int64_t unk_id;       /* -1: characters missing from the vocabulary are dropped */
-    uint8_t *whole;       /* bit per id: BPE of the token's own bytes gives back the token */
-    bool fuse_unk, ignore_merges, nfc;
-    int digits; /* \p{N}{1,digits}: 3 for Llama-3, 1 for Qwen2 */
+    int64_t byte_id[256];     /* id of each single byte, -1 when the vocabulary lacks it */
+    int64_t fallback_id[256]; /* byte_fallback: the id of "<0xNN>", -1 when missing */
+    int16_t *byte_token; /* by id: the byte a "<0xNN>" token decodes to (ByteFallback), or -1 */
+    int64_t unk_id;      /* -1: characters missing from the vocabulary are dropped */
+    uint8_t *whole;      /* bit per id: BPE of the token's own bytes gives back the token */
+    bool fuse_unk, ignore_merges, byte_fallback;
+    bool byte_level; /* ByteLevel pre-tokenizer: BPE on bytes; else on UTF-8 characters */
+    ipl_normalizer_t *norm;
+    ipl_pretok_t pretok;
+    bool decode_fallback; /* the decoder has ByteFallback */
+    s_strip_t strip;      /* the decoder's final Strip, if any */
+    /* BPE on characters: a piece is cut before each "▁" that follows a character other than
+     * "▁" and glue[] (see s_find_glue), which gives the same ids much faster. */
+    bool split_marks;
+    uint32_t glue[S_MAX_GLUE];
+    size_t nglue;
     s_added_t *added;
     size_t nadded;
     s_trie_t raw_trie, norm_trie;
@@ -150,6 +174,18 @@ static bool s_unmap(const char *s, size_t len, unsigned char *out, size_t *outle
         out[n++] = (unsigned char)b;
     }
     *outlen = n;
+    return true;
+}
+
+/* The bytes a tokenizer.json token spelling stands for: through the inverse ByteLevel map
+ * when the pre-tokenizer is ByteLevel (false when a character is outside it), else the
+ * spelling itself (SentencePiece-style vocabularies: "▁the" is those UTF-8 bytes). */
+static bool s_spelling(const ipl_bpe_t *self, const char *s, size_t len, unsigned char *out,
+                       size_t *outlen)
+{
+    if (self->byte_level) return s_unmap(s, len, out, outlen);
+    memcpy(out, s, len);
+    *outlen = len;
     return true;
 }
 
@@ -345,7 +381,7 @@ static bool s_load_vocab(ipl_bpe_t *self, const cJSON *vocab, s_err_t *e)
         }
         /* Entries outside the ByteLevel alphabet cannot come out of BPE on bytes; they are
          * kept for decoding only, by their UTF-8 spelling, as HF's ByteLevel decoder does. */
-        if (s_unmap(it->string, len, buf, &n)) {
+        if (s_spelling(self, it->string, len, buf, &n)) {
             ok = s_arena_add(self, buf, n, &self->vpieces[id]);
             self->pieces[id] = self->vpieces[id];
             if (ok) s_vocab_insert(self, id);
@@ -355,8 +391,10 @@ static bool s_load_vocab(ipl_bpe_t *self, const cJSON *vocab, s_err_t *e)
     }
     free(buf);
     for (size_t i = 0; i < 256; i++) {
-        unsigned char b = (unsigned char)i;
+        unsigned char b = (unsigned char)i, name[8];
         self->byte_id[i] = s_vocab_find(self, &b, 1);
+        snprintf((char *)name, sizeof name, "<0x%02X>", (unsigned)i); /* Rust's {:#04X} */
+        self->fallback_id[i] = self->byte_level ? -1 : s_vocab_find(self, name, 6);
     }
     return ok ? true : s_fail(e, "out of memory");
 }
@@ -391,7 +429,7 @@ static bool s_load_merge(ipl_bpe_t *self, const cJSON *m, uint32_t rank, s_err_t
     size_t na, nb;
     bool ok = true;
     /* A merge of tokens outside the ByteLevel alphabet can never apply: skip it. */
-    if (s_unmap(a, alen, buf, &na) && s_unmap(b, blen, buf + na, &nb)) {
+    if (s_spelling(self, a, alen, buf, &na) && s_spelling(self, b, blen, buf + na, &nb)) {
         int64_t l = s_vocab_find(self, buf, na), r = s_vocab_find(self, buf + na, nb);
         int64_t id = s_vocab_find(self, buf, na + nb);
         if (l < 0)
@@ -408,6 +446,40 @@ static bool s_load_merge(ipl_bpe_t *self, const cJSON *m, uint32_t rank, s_err_t
     }
     if (buf != stackbuf) free(buf);
     return ok;
+}
+
+/* SentencePiece-style vocabularies (BPE on characters, "▁" for spaces) whose pre-tokenizer
+ * leaves the whole text as one piece: BPE only ever merges two symbols into a vocabulary entry,
+ * so no merge crosses a point between two characters that no entry spans. Entries spanning
+ * "c▁" for a character c other than "▁" are rare (Gemma-3: only ">▁</"); their characters are
+ * kept in glue[], and a piece can be cut before every other "▁" that ends a run of non-"▁"
+ * characters: the pieces then merge exactly as the whole would (each merge is inside one
+ * piece, and merges of different pieces do not interact), but in word-sized heaps, and most
+ * pieces are one vocabulary lookup. Off when "▁" is not in the vocabulary (its unk or byte
+ * fallback could fuse across the cut) or more than S_MAX_GLUE characters glue; never after a
+ * character missing from the vocabulary (see s_piece_cb). */
+static void s_find_glue(ipl_bpe_t *self)
+{
+    self->split_marks = s_vocab_find(self, (const unsigned char *)S_MARK, 3) >= 0;
+    for (uint32_t id = 0; id < self->nids && self->split_marks; id++) {
+        const s_span_t *sp = &self->vpieces[id];
+        if (sp->len == S_NO_PIECE) continue;
+        const unsigned char *t = self->arena + sp->off;
+        for (size_t i = 0; i < sp->len && self->split_marks;) {
+            uint32_t cp;
+            size_t len = ipl_utf8_next(t + i, sp->len - i, &cp);
+            if (cp != 0x2581 && i + len + 3 <= sp->len && !memcmp(t + i + len, S_MARK, 3)) {
+                size_t k = 0;
+                while (k < self->nglue && self->glue[k] != cp)
+                    k++;
+                if (k == S_MAX_GLUE)
+                    self->split_marks = false;
+                else if (k == self->nglue)
+                    self->glue[self->nglue++] = cp;
+            }
+            i += len;
+        }
+    }
 }
 
 static bool s_load_model(ipl_bpe_t *self, const cJSON *model, s_err_t *e)
@@ -429,12 +501,14 @@ static bool s_load_model(ipl_bpe_t *self, const cJSON *model, s_err_t *e)
         if (v && !cJSON_IsNull(v) && !(cJSON_IsString(v) && v->valuestring[0] == '\0'))
             return s_fail(e, "model.%s: only null or \"\" is supported", affixes[i]);
     }
-    if (s_flag(model, "byte_fallback", false))
+    self->byte_fallback = s_flag(model, "byte_fallback", false);
+    if (self->byte_fallback && self->byte_level)
         return s_fail(e, "model.byte_fallback: true (SentencePiece-style <0xNN> tokens) is not "
                          "supported with the ByteLevel pre-tokenizer");
     self->ignore_merges = s_flag(model, "ignore_merges", false);
     self->fuse_unk = s_flag(model, "fuse_unk", false);
     if (!s_load_vocab(self, vocab, e)) return false;
+    if (!self->byte_level) s_find_glue(self);
 
     size_t nmerges = (size_t)cJSON_GetArraySize(merges);
     self->mmap_mask = s_pow2_at_least(nmerges * 2 + 1) - 1;
@@ -478,19 +552,6 @@ static bool s_max_id(const cJSON *root, uint32_t *max, s_err_t *e)
     return true;
 }
 
-/* NFC of a token's content when the normalizer is NFC (patterns of "normalized" tokens). */
-static bool s_normalized_copy(const ipl_bpe_t *self, const char *s, size_t len, char **out,
-                              size_t *outlen)
-{
-    if (!self->nfc || ipl_unicode_nfc_quick(s, len)) {
-        *out = NULL;
-        *outlen = len;
-        return true;
-    }
-    *out = ipl_unicode_nfc(s, len, outlen);
-    return *out != NULL;
-}
-
 static bool s_load_added(ipl_bpe_t *self, const cJSON *added, s_err_t *e)
 {
     if (!added || cJSON_IsNull(added)) return true;
@@ -519,7 +580,8 @@ static bool s_load_added(ipl_bpe_t *self, const cJSON *added, s_err_t *e)
         self->pieces[id] = a->content;
         char *norm = NULL;
         size_t nlen = len;
-        bool ok = !normalized || s_normalized_copy(self, content->valuestring, len, &norm, &nlen);
+        bool ok = !normalized ||
+                  ipl_normalizer_apply(self->norm, content->valuestring, len, &norm, &nlen);
         const char *pattern = norm ? norm : content->valuestring;
         ok = ok &&
              (nlen == 0 || s_trie_add(normalized ? &self->norm_trie : &self->raw_trie,
@@ -531,53 +593,100 @@ static bool s_load_added(ipl_bpe_t *self, const cJSON *added, s_err_t *e)
     return true;
 }
 
-static bool s_load_normalizer(ipl_bpe_t *self, const cJSON *n, s_err_t *e)
+/* A String pattern {"String": "..."} of a Replace or Split (a Regex one is refused). */
+static const char *s_string_pattern(const cJSON *obj)
 {
-    if (!n || cJSON_IsNull(n)) return true;
-    const char *type = s_type_of(n);
-    if (!strcmp(type, "NFC")) {
-        self->nfc = true;
-        return true;
-    }
-    if (!strcmp(type, "Sequence")) {
-        const cJSON *list = cJSON_GetObjectItemCaseSensitive(n, "normalizers");
-        for (const cJSON *it = cJSON_IsArray(list) ? list->child : NULL; it; it = it->next)
-            if (!s_load_normalizer(self, it, e)) return false;
-        return true;
-    }
-    return s_fail(e, "normalizer: type \"%s\" is not supported (null, NFC or a Sequence of NFC)",
-                  type);
+    const cJSON *pattern = cJSON_GetObjectItemCaseSensitive(obj, "pattern");
+    const cJSON *str = cJSON_GetObjectItemCaseSensitive(pattern, "String");
+    return cJSON_IsString(str) ? str->valuestring : NULL;
 }
 
-static bool s_load_pre_tokenizer(ipl_bpe_t *self, const cJSON *p, s_err_t *e)
+static bool s_load_normalizer(ipl_bpe_t *self, const cJSON *n, s_err_t *e)
 {
-    static const char *const want =
-        "Sequence[Split(Regex = the Llama-3 or Qwen2 pattern, behavior Isolated, invert false), "
-        "ByteLevel(add_prefix_space false, use_regex false)]";
-    const cJSON *list = cJSON_GetObjectItemCaseSensitive(p, "pretokenizers");
-    if (strcmp(s_type_of(p), "Sequence") != 0 || !cJSON_IsArray(list) ||
-        cJSON_GetArraySize(list) != 2)
-        return s_fail(e, "pre_tokenizer: not supported (only %s)", want);
-    const cJSON *split = list->child, *bl = split->next;
+    char err[256];
+    if (!(self->norm = ipl_normalizer_new_from_json(n, err, sizeof err)))
+        return s_fail(e, "%s", err);
+    return true;
+}
+
+/* One Split stage of the pre-tokenizer. */
+static bool s_load_split(ipl_bpe_t *self, const cJSON *split, const char *where, s_err_t *e)
+{
     const cJSON *pattern = cJSON_GetObjectItemCaseSensitive(split, "pattern");
     const cJSON *regex = cJSON_GetObjectItemCaseSensitive(pattern, "Regex");
     const cJSON *behavior = cJSON_GetObjectItemCaseSensitive(split, "behavior");
-    if (strcmp(s_type_of(split), "Split") != 0 || !cJSON_IsString(regex) ||
-        !cJSON_IsString(behavior) || strcmp(behavior->valuestring, "Isolated") != 0 ||
-        s_flag(split, "invert", false))
-        return s_fail(e, "pre_tokenizer.pretokenizers[0]: not supported (only %s)", want);
-    if (!strcmp(regex->valuestring, s_llama3_regex))
-        self->digits = 3;
-    else if (!strcmp(regex->valuestring, s_qwen2_regex))
-        self->digits = 1;
-    else
+    const char *literal = s_string_pattern(split);
+    if (!cJSON_IsString(behavior)) return s_fail(e, "%s.behavior: missing or not a string", where);
+    if (s_flag(split, "invert", false))
+        return s_fail(e, "%s.invert: only false is supported", where);
+    if (self->pretok.n == IPL_PRETOK_MAX_STAGES)
+        return s_fail(e, "%s: more than %d Split stages", where, IPL_PRETOK_MAX_STAGES);
+    const char *b = behavior->valuestring;
+    if (cJSON_IsString(regex)) {
+        int k = ipl_pretok_pattern_find(regex->valuestring);
+        if (k < 0)
+            return s_fail(e,
+                          "%s.pattern.Regex: unknown pattern %s (implemented: the Llama-3, Qwen2, "
+                          "o200k (gpt-oss) and DeepSeek-V3 ones)",
+                          where, regex->valuestring);
+        if (strcmp(b, "Isolated") != 0)
+            return s_fail(e, "%s.behavior: \"%s\" is not supported with a Regex (only Isolated)",
+                          where, b);
+        ipl_pretok_add_regex(&self->pretok, (ipl_pretok_pattern_t)k);
+        return true;
+    }
+    ipl_pretok_behavior_t how = !strcmp(b, "Isolated")             ? IPL_PRETOK_ISOLATED
+                                : !strcmp(b, "Removed")            ? IPL_PRETOK_REMOVED
+                                : !strcmp(b, "MergedWithPrevious") ? IPL_PRETOK_MERGED_WITH_PREVIOUS
+                                                                   : (ipl_pretok_behavior_t)-1;
+    if (!literal)
+        return s_fail(e, "%s.pattern: missing, or neither {\"Regex\": ...} nor {\"String\": ...}",
+                      where);
+    if ((int)how < 0)
         return s_fail(e,
-                      "pre_tokenizer.pretokenizers[0].pattern.Regex: unknown pattern %s "
-                      "(only the Llama-3 and Qwen2 ones are implemented)",
-                      regex->valuestring);
-    if (strcmp(s_type_of(bl), "ByteLevel") != 0 || s_flag(bl, "add_prefix_space", false) ||
-        s_flag(bl, "use_regex", true))
-        return s_fail(e, "pre_tokenizer.pretokenizers[1]: not supported (only %s)", want);
+                      "%s.behavior: \"%s\" is not supported (Isolated, Removed or "
+                      "MergedWithPrevious)",
+                      where, b);
+    if (!ipl_pretok_add_literal(&self->pretok, literal, strlen(literal), how))
+        return s_fail(e, "%s.pattern.String: empty or longer than %d bytes", where,
+                      IPL_PRETOK_MAX_LITERAL);
+    return true;
+}
+
+/* Sequence[Split..., ByteLevel(add_prefix_space false, use_regex false)] (byte-level BPE), or
+ * no ByteLevel at all: null, one Split, or a Sequence of Splits (BPE on characters). */
+static bool s_load_pre_tokenizer(ipl_bpe_t *self, const cJSON *p, s_err_t *e)
+{
+    if (!p || cJSON_IsNull(p)) return true;
+    const char *type = s_type_of(p);
+    if (!strcmp(type, "Split")) return s_load_split(self, p, "pre_tokenizer", e);
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(p, "pretokenizers");
+    if (strcmp(type, "Sequence") != 0 || !cJSON_IsArray(list))
+        return s_fail(e,
+                      "pre_tokenizer: type \"%s\" is not supported (only null, Split, or a "
+                      "Sequence of Splits optionally ending in ByteLevel)",
+                      type);
+    size_t i = 0;
+    for (const cJSON *it = list->child; it; it = it->next, i++) {
+        char where[64];
+        snprintf(where, sizeof where, "pre_tokenizer.pretokenizers[%zu]", i);
+        const char *t = s_type_of(it);
+        if (!strcmp(t, "Split")) {
+            if (!s_load_split(self, it, where, e)) return false;
+        } else if (!strcmp(t, "ByteLevel") && !it->next) {
+            if (s_flag(it, "add_prefix_space", false) || s_flag(it, "use_regex", true))
+                return s_fail(e,
+                              "%s: ByteLevel is supported with add_prefix_space false and "
+                              "use_regex false only",
+                              where);
+            self->byte_level = true;
+        } else {
+            return s_fail(e,
+                          "%s: type \"%s\" is not supported here (Split stages, then "
+                          "optionally ByteLevel last)",
+                          where, t);
+        }
+    }
     return true;
 }
 
@@ -661,6 +770,118 @@ static bool s_load_post_processor(ipl_bpe_t *self, const cJSON *p, s_err_t *e)
 
 static bool s_precompute_whole(ipl_bpe_t *self);
 
+/* The decoder's Replace on every token's decoded spelling (added tokens included: HF decodes
+ * them through the decoder too). */
+static bool s_decode_replace(ipl_bpe_t *self, const char *pattern, const char *content)
+{
+    size_t plen = strlen(pattern), clen = strlen(content);
+    for (uint32_t id = 0; id < self->nids; id++) {
+        s_span_t *sp = &self->pieces[id];
+        char *out;
+        size_t n;
+        if (sp->len == S_NO_PIECE) continue;
+        if (!ipl_normalizer_replace((const char *)self->arena + sp->off, sp->len, pattern, plen,
+                                    content, clen, &out, &n))
+            return false;
+        bool ok = !out || s_arena_add(self, out, n, sp);
+        free(out);
+        if (!ok) return false;
+    }
+    return true;
+}
+
+static int s_hex(unsigned char c)
+{
+    return c >= '0' && c <= '9'                     ? c - '0'
+           : (c | 0x20) >= 'a' && (c | 0x20) <= 'f' ? (c | 0x20) - 'a' + 10
+                                                    : -1;
+}
+
+/* ByteFallback: the byte of each token spelled "<0xNN>" (Rust's u8::from_str_radix of the two
+ * characters after "<0x", which also takes "+N"). */
+static bool s_find_byte_tokens(ipl_bpe_t *self)
+{
+    if (!(self->byte_token = malloc(self->nids * sizeof *self->byte_token))) return false;
+    for (uint32_t id = 0; id < self->nids; id++) {
+        const s_span_t *sp = &self->pieces[id];
+        const unsigned char *t = self->arena + sp->off;
+        self->byte_token[id] = -1;
+        if (sp->len != 6 || memcmp(t, "<0x", 3) != 0 || t[5] != '>') continue;
+        int hi = t[3] == '+' ? 0 : s_hex(t[3]), lo = s_hex(t[4]);
+        if (hi >= 0 && lo >= 0) self->byte_token[id] = (int16_t)(hi * 16 + lo);
+    }
+    return true;
+}
+
+/* ByteLevel with a ByteLevel pre-tokenizer; otherwise a Sequence of Replace (String
+ * patterns), ByteFallback, Fuse and a final Strip, in that order (each optional; HF joins the
+ * decoded tokens without a separator whether or not Fuse is there). */
+static bool s_load_decoder(ipl_bpe_t *self, const cJSON *d, s_err_t *e)
+{
+    const char *type = s_type_of(d);
+    if (self->byte_level) {
+        if (strcmp(type, "ByteLevel") != 0)
+            return s_fail(e,
+                          "decoder: type \"%s\" is not supported with the ByteLevel "
+                          "pre-tokenizer (only ByteLevel)",
+                          type);
+        return true;
+    }
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(d, "decoders");
+    if (strcmp(type, "Sequence") != 0 || !cJSON_IsArray(list))
+        return s_fail(e,
+                      "decoder: type \"%s\" is not supported without a ByteLevel pre-tokenizer "
+                      "(only a Sequence of Replace, ByteFallback, Fuse, Strip)",
+                      type);
+    enum { REPLACING, FALLBACK, FUSED, STRIPPED } at = REPLACING;
+    size_t i = 0;
+    for (const cJSON *it = list->child; it; it = it->next, i++) {
+        const char *t = s_type_of(it);
+        if (!strcmp(t, "Replace") && at == REPLACING) {
+            const char *pattern = s_string_pattern(it);
+            const cJSON *content = cJSON_GetObjectItemCaseSensitive(it, "content");
+            if (!pattern || !*pattern || !cJSON_IsString(content))
+                return s_fail(e,
+                              "decoder.decoders[%zu]: Replace needs a non-empty "
+                              "{\"String\": ...} pattern and a string content",
+                              i);
+            if (!s_decode_replace(self, pattern, content->valuestring))
+                return s_fail(e, "out of memory");
+        } else if (!strcmp(t, "ByteFallback") && at == REPLACING) {
+            self->decode_fallback = true;
+            at = FALLBACK;
+        } else if (!strcmp(t, "Fuse") && at < FUSED) {
+            at = FUSED;
+        } else if (!strcmp(t, "Strip") && at == FUSED) {
+            const cJSON *content = cJSON_GetObjectItemCaseSensitive(it, "content");
+            const cJSON *start = cJSON_GetObjectItemCaseSensitive(it, "start");
+            const cJSON *stop = cJSON_GetObjectItemCaseSensitive(it, "stop");
+            size_t clen = cJSON_IsString(content) ? strlen(content->valuestring) : 0;
+            uint32_t cp = 0;
+            if (clen == 0 || clen > 4 ||
+                ipl_utf8_next((const unsigned char *)content->valuestring, clen, &cp) != clen ||
+                !cJSON_IsNumber(start) || start->valuedouble < 0 || !cJSON_IsNumber(stop) ||
+                stop->valuedouble < 0)
+                return s_fail(e,
+                              "decoder.decoders[%zu]: Strip needs a one-character content and "
+                              "non-negative start and stop",
+                              i);
+            memcpy(self->strip.content, content->valuestring, clen);
+            self->strip.len = clen;
+            self->strip.start = (size_t)start->valuedouble;
+            self->strip.stop = (size_t)stop->valuedouble;
+            at = STRIPPED;
+        } else {
+            return s_fail(e,
+                          "decoder.decoders[%zu]: \"%s\" is not supported here (Replace..., "
+                          "ByteFallback, Fuse, Strip, in that order)",
+                          i, t);
+        }
+    }
+    if (self->decode_fallback && !s_find_byte_tokens(self)) return s_fail(e, "out of memory");
+    return true;
+}
+
 static bool s_load(ipl_bpe_t *self, const cJSON *root, s_err_t *e)
 {
     if (!cJSON_IsObject(root)) return s_fail(e, "not a JSON object");
@@ -672,14 +893,14 @@ static bool s_load(ipl_bpe_t *self, const cJSON *root, s_err_t *e)
     if (!self->pieces || !self->vpieces) return s_fail(e, "out of memory");
     for (uint32_t i = 0; i < self->nids; i++)
         self->pieces[i] = self->vpieces[i] = (s_span_t){0, S_NO_PIECE};
-    const cJSON *decoder = cJSON_GetObjectItemCaseSensitive(root, "decoder");
-    if (strcmp(s_type_of(decoder), "ByteLevel") != 0)
-        return s_fail(e, "decoder: only ByteLevel is supported");
-    if (!s_load_model(self, cJSON_GetObjectItemCaseSensitive(root, "model"), e)) return false;
+    /* The pre-tokenizer first: whether it ends in ByteLevel decides how tokens are spelled. */
+    if (!s_load_pre_tokenizer(self, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), e) ||
+        !s_load_model(self, cJSON_GetObjectItemCaseSensitive(root, "model"), e))
+        return false;
     if (!self->ignore_merges && !s_precompute_whole(self)) return s_fail(e, "out of memory");
     return s_load_normalizer(self, cJSON_GetObjectItemCaseSensitive(root, "normalizer"), e) &&
            s_load_added(self, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"), e) &&
-           s_load_pre_tokenizer(self, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), e) &&
+           s_load_decoder(self, cJSON_GetObjectItemCaseSensitive(root, "decoder"), e) &&
            s_load_post_processor(self, cJSON_GetObjectItemCaseSensitive(root, "post_processor"), e);
 }
 
@@ -742,6 +963,8 @@ void ipl_bpe_destroy(ipl_bpe_t **self_p)
     free(self->vpieces);
     free(self->vmap);
     free(self->whole);
+    free(self->byte_token);
+    ipl_normalizer_destroy(&self->norm);
     free(self->mmap);
     free(self->added);
     free(self->raw_trie.nodes);
@@ -763,7 +986,7 @@ int64_t ipl_bpe_token_id(const ipl_bpe_t *self, const char *token)
     unsigned char stackbuf[256], *buf = len <= sizeof stackbuf ? stackbuf : malloc(len);
     if (!buf) return -1;
     size_t n;
-    int64_t id = s_unmap(token, len, buf, &n) ? s_vocab_find(self, buf, n) : -1;
+    int64_t id = s_spelling(self, token, len, buf, &n) ? s_vocab_find(self, buf, n) : -1;
     if (buf != stackbuf) free(buf);
     return id;
 }
@@ -856,22 +1079,81 @@ static s_cand_t s_heap_pop(s_enc_t *e)
     return top;
 }
 
-/* Appends a symbol; characters missing from the vocabulary become unk (fused when fuse_unk)
- * or are dropped when there is no unk token, as HF's BPE::merge_word does. */
-static void s_add_sym(const ipl_bpe_t *self, s_enc_t *e, size_t *ns, int64_t id, bool *in_unk)
+static void s_push_sym(s_enc_t *e, size_t *ns, uint32_t id)
 {
-    if (id < 0) {
-        if (self->unk_id < 0 || (*in_unk && self->fuse_unk)) return;
-        id = self->unk_id;
-        *in_unk = true;
-    } else {
-        *in_unk = false;
-    }
-    e->sym[*ns] = (s_sym_t){(uint32_t)id, (int32_t)*ns - 1, (int32_t)*ns + 1, true};
+    e->sym[*ns] = (s_sym_t){id, (int32_t)*ns - 1, (int32_t)*ns + 1, true};
     (*ns)++;
 }
 
-/* BPE of one pre-token w[0..m) (raw bytes). */
+/* Appends the symbol of one character c[0..len) whose vocabulary id is id (-1: missing), as
+ * HF's BPE::merge_word: a missing character becomes its "<0xNN>" byte tokens when
+ * byte_fallback has them all, else unk — held back in *unk so that consecutive ones fuse when
+ * fuse_unk (byte-fallback tokens do not flush it) — or is dropped when there is no unk. */
+static void s_add_sym(const ipl_bpe_t *self, s_enc_t *e, size_t *ns, int64_t id,
+                      const unsigned char *c, size_t len, bool *unk)
+{
+    if (id >= 0) {
+        if (*unk) s_push_sym(e, ns, (uint32_t)self->unk_id);
+        *unk = false;
+        s_push_sym(e, ns, (uint32_t)id);
+        return;
+    }
+    if (self->byte_fallback) {
+        size_t k = 0;
+        while (k < len && self->fallback_id[c[k]] >= 0)
+            k++;
+        if (k == len) {
+            for (k = 0; k < len; k++)
+                s_push_sym(e, ns, (uint32_t)self->fallback_id[c[k]]);
+            return;
+        }
+    }
+    if (self->unk_id < 0) return;
+    if (*unk && !self->fuse_unk) s_push_sym(e, ns, (uint32_t)self->unk_id);
+    *unk = true;
+}
+
+/* The merge of symbols l and r: its rank (UINT32_MAX: none) and the merged id in *id. */
+static inline uint32_t s_rank(const ipl_bpe_t *self, uint32_t l, uint32_t r, uint32_t *id)
+{
+    const s_merge_t *m = s_merge_find(self, l, r);
+    *id = m ? m->id : 0;
+    return m ? m->rank : UINT32_MAX;
+}
+
+/* BPE of a short word's symbols e->sym[0..ns) (ns <= S_SMALL_WORD): each step merges the
+ * leftmost pair of lowest rank, found by a scan of the pairs' ranks (only the two pairs next
+ * to a merge change) — the same merges in the same order as the heap of s_bpe_word, cheaper
+ * for the few symbols of a word. */
+static void s_bpe_small(const ipl_bpe_t *self, s_enc_t *e, size_t ns)
+{
+    uint32_t id[S_SMALL_WORD], rank[S_SMALL_WORD], merged[S_SMALL_WORD];
+    for (size_t i = 0; i < ns; i++)
+        id[i] = e->sym[i].id;
+    for (size_t i = 0; i + 1 < ns; i++)
+        rank[i] = s_rank(self, id[i], id[i + 1], &merged[i]);
+    for (;;) {
+        size_t at = 0;
+        uint32_t best = UINT32_MAX;
+        for (size_t i = 0; i + 1 < ns; i++)
+            if (rank[i] < best) best = rank[at = i];
+        if (best == UINT32_MAX) break;
+        id[at] = merged[at];
+        ns--;
+        for (size_t i = at + 1; i < ns; i++) {
+            id[i] = id[i + 1];
+            rank[i] = rank[i + 1];
+            merged[i] = merged[i + 1];
+        }
+        if (at + 1 < ns) rank[at] = s_rank(self, id[at], id[at + 1], &merged[at]);
+        if (at > 0) rank[at - 1] = s_rank(self, id[at - 1], id[at], &merged[at - 1]);
+    }
+    for (size_t i = 0; i < ns; i++)
+        s_out(e, id[i]);
+}
+
+/* BPE of one pre-token w[0..m) (raw bytes): its symbols are bytes with a ByteLevel
+ * pre-tokenizer, UTF-8 characters otherwise. */
 static void s_bpe_word(const ipl_bpe_t *self, s_enc_t *e, const unsigned char *w, size_t m)
 {
     if (m == 1 && self->byte_id[w[0]] >= 0) {
@@ -893,11 +1175,30 @@ static void s_bpe_word(const ipl_bpe_t *self, s_enc_t *e, const unsigned char *w
         e->sym = s;
         e->symcap = m;
     }
-    size_t ns = 0;
-    bool in_unk = false;
-    for (size_t i = 0; i < m; i++)
-        s_add_sym(self, e, &ns, self->byte_id[w[i]], &in_unk);
+    size_t ns = 0; /* at most one symbol per byte: the arrays hold m */
+    bool unk = false;
+    if (self->byte_level) {
+        for (size_t i = 0; i < m; i++) {
+            int64_t id = self->byte_id[w[i]];
+            if (id >= 0 && !unk) /* the common case, inline */
+                s_push_sym(e, &ns, (uint32_t)id);
+            else
+                s_add_sym(self, e, &ns, id, w + i, 1, &unk);
+        }
+    } else {
+        for (size_t i = 0, len; i < m; i += len) {
+            uint32_t cp;
+            len = w[i] < 0x80 ? 1 : ipl_utf8_next(w + i, m - i, &cp);
+            int64_t id = len == 1 ? self->byte_id[w[i]] : s_vocab_find(self, w + i, len);
+            s_add_sym(self, e, &ns, id, w + i, len, &unk);
+        }
+    }
+    if (unk) s_push_sym(e, &ns, (uint32_t)self->unk_id);
     if (ns == 0) return;
+    if (ns <= S_SMALL_WORD) {
+        s_bpe_small(self, e, ns);
+        return;
+    }
     e->sym[ns - 1].next = -1;
     e->nheap = 0;
     for (size_t i = 0; i + 1 < ns; i++)
@@ -942,143 +1243,56 @@ static bool s_precompute_whole(ipl_bpe_t *self)
     return !e.oom;
 }
 
-/* ---- the pre-tokenizer: the Llama-3 / Qwen2 Split regex, by hand -------------------------- */
-
-enum { C_L = 1, C_N = 2, C_S = 4, C_NL = 8 }; /* \p{L}, \p{N}, \s, [\r\n]; 0 = other */
+/* ---- pre-tokenizer and normalizer --------------------------------------------------------- */
 
 typedef struct {
-    uint32_t cp;
-    uint8_t len, cls;
-} s_ch_t;
+    const ipl_bpe_t *self;
+    s_enc_t *e;
+} s_piece_ctx_t;
 
-/* The class of each ASCII byte. */
-#define S_CLS(b)                                                                                   \
-    ((((b) | 0x20) >= 'a' && ((b) | 0x20) <= 'z')   ? C_L                                          \
-     : ((b) >= '0' && (b) <= '9')                   ? C_N                                          \
-     : ((b) == '\r' || (b) == '\n')                 ? C_S | C_NL                                   \
-     : ((b) == ' ' || ((b) >= '\t' && (b) <= '\r')) ? C_S                                          \
-                                                    : 0)
-#define S_CLS8(b)                                                                                  \
-    S_CLS(b), S_CLS(b + 1), S_CLS(b + 2), S_CLS(b + 3), S_CLS(b + 4), S_CLS(b + 5), S_CLS(b + 6),  \
-        S_CLS(b + 7)
-static const uint8_t s_ascii_cls[128] = {
-    S_CLS8(0),  S_CLS8(8),   S_CLS8(16),  S_CLS8(24),  S_CLS8(32), S_CLS8(40),
-    S_CLS8(48), S_CLS8(56),  S_CLS8(64),  S_CLS8(72),  S_CLS8(80), S_CLS8(88),
-    S_CLS8(96), S_CLS8(104), S_CLS8(112), S_CLS8(120),
-};
-
-static s_ch_t s_char_utf8(const unsigned char *p, size_t n, size_t i)
+static bool s_glues(const ipl_bpe_t *self, uint32_t cp)
 {
-    s_ch_t c;
-    c.len = (uint8_t)ipl_utf8_next(p + i, n - i, &c.cp);
-    c.cls = c.cp == IPL_UNICODE_INVALID   ? 0
-            : ipl_unicode_is_letter(c.cp) ? C_L
-            : ipl_unicode_is_number(c.cp) ? C_N
-            : ipl_unicode_is_space(c.cp)  ? C_S
-                                          : 0;
-    return c;
+    for (size_t k = 0; k < self->nglue; k++)
+        if (self->glue[k] == cp) return true;
+    return false;
 }
 
-/* The character at p[i] (i < n) and its class; an invalid UTF-8 byte is one "other". */
-static inline s_ch_t s_char(const unsigned char *p, size_t n, size_t i)
+static bool s_piece_cb(void *ctx, const unsigned char *piece, size_t len)
 {
-    if (p[i] < 0x80) return (s_ch_t){p[i], 1, s_ascii_cls[p[i]]};
-    return s_char_utf8(p, n, i);
-}
-
-/* The end of the run of characters from p[i] whose class has a bit of `mask` (mask 0: the
- * run of "other" characters). */
-static size_t s_run(const unsigned char *p, size_t n, size_t i, uint8_t mask)
-{
-    while (i < n) {
-        uint8_t cls;
-        size_t len = 1;
-        if (p[i] < 0x80) {
-            cls = s_ascii_cls[p[i]];
-        } else {
-            s_ch_t c = s_char_utf8(p, n, i);
-            cls = c.cls;
-            len = c.len;
+    s_piece_ctx_t *c = ctx;
+    const ipl_bpe_t *self = c->self;
+    if (!self->split_marks) {
+        s_bpe_word(self, c->e, piece, len);
+        return !c->e->oom;
+    }
+    /* Cut before "▁" after a character that neither is "▁" nor glues, and is in the vocabulary:
+     * a missing one becomes "<0xNN>" or unk symbols, whose spellings are not the character's
+     * (a merge of "<0x41>" with "▁x" would span ">▁"), so no cut after those. */
+    size_t start = 0, prev_at = 0, prev_len = 0;
+    uint32_t prev = 0x2581;
+    for (size_t i = 0; i < len && !c->e->oom;) {
+        uint32_t cp;
+        size_t k = piece[i] < 0x80 ? (cp = piece[i], 1) : ipl_utf8_next(piece + i, len - i, &cp);
+        if (cp == 0x2581 && prev != 0x2581 && i > start && !s_glues(self, prev) &&
+            (prev_len == 1 ? self->byte_id[piece[prev_at]]
+                           : s_vocab_find(self, piece + prev_at, prev_len)) >= 0) {
+            s_bpe_word(self, c->e, piece + start, i - start);
+            start = i;
         }
-        if (mask ? !(cls & mask) : cls != 0) break;
-        i += len;
+        prev = cp;
+        prev_at = i;
+        prev_len = k;
+        i += k;
     }
-    return i;
-}
-
-static bool s_ascii_letter(unsigned char b, char lower)
-{
-    return (b | 0x20) == lower && ((b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z'));
-}
-
-/* The end of the pre-token starting at p[i] (i < n): the first alternative of
- *   (?i:'s|'t|'re|'ve|'m|'ll|'d) | [^\r\n\p{L}\p{N}]?\p{L}+ | \p{N}{1,digits}
- *   | ' '?[^\s\p{L}\p{N}]+[\r\n]* | \s*[\r\n]+ | \s+(?!\S) | \s+
- * that matches, with the regex's backtracking worked out per alternative. */
-static size_t s_pretoken_end(const unsigned char *p, size_t n, size_t i, int digits)
-{
-    s_ch_t c0 = s_char(p, n, i);
-    size_t j = i + c0.len;
-    if (c0.cp == '\'' && j < n) { /* contractions, ASCII case-insensitive */
-        unsigned char a = p[j], b = j + 1 < n ? p[j + 1] : 0;
-        if (s_ascii_letter(a, 's') || s_ascii_letter(a, 't') || s_ascii_letter(a, 'm') ||
-            s_ascii_letter(a, 'd'))
-            return j + 1;
-        if ((s_ascii_letter(a, 'r') && s_ascii_letter(b, 'e')) ||
-            (s_ascii_letter(a, 'v') && s_ascii_letter(b, 'e')) ||
-            (s_ascii_letter(a, 'l') && s_ascii_letter(b, 'l')))
-            return j + 2;
-    }
-    if (c0.cls & C_L) return s_run(p, n, j, C_L);
-    if (!(c0.cls & (C_N | C_NL)) && j < n) { /* one non-letter/number/newline, then letters */
-        s_ch_t c1 = s_char(p, n, j);
-        if (c1.cls & C_L) return s_run(p, n, j + c1.len, C_L);
-    }
-    if (c0.cls & C_N) {
-        for (int d = 1; d < digits && j < n; d++) {
-            s_ch_t c = s_char(p, n, j);
-            if (!(c.cls & C_N)) break;
-            j += c.len;
-        }
-        return j;
-    }
-    size_t k = SIZE_MAX; /* ' '?[^\s\p{L}\p{N}]+[\r\n]* */
-    if (c0.cls == 0) {
-        k = j;
-    } else if (c0.cp == ' ' && j < n) {
-        s_ch_t c1 = s_char(p, n, j);
-        if (c1.cls == 0) k = j + c1.len;
-    }
-    if (k != SIZE_MAX) {
-        k = s_run(p, n, k, 0);
-        while (k < n && (p[k] == '\r' || p[k] == '\n'))
-            k++;
-        return k;
-    }
-    /* c0 is white space. \s*[\r\n]+ ends after the last newline of the run; \s+(?!\S) takes
-     * the whole run at the end of the text, else all but its last character; \s+ the rest. */
-    size_t end = i, last = i, nl_end = 0, count = 0;
-    while (end < n) {
-        s_ch_t c = s_char(p, n, end);
-        if (!(c.cls & C_S)) break;
-        last = end;
-        end += c.len;
-        count++;
-        if (c.cls & C_NL) nl_end = end;
-    }
-    if (nl_end) return nl_end;
-    if (end == n || count == 1) return end;
-    return last;
+    if (start < len && !c->e->oom) s_bpe_word(self, c->e, piece + start, len - start);
+    return !c->e->oom;
 }
 
 /* Pre-tokenizes and BPE-encodes normalized text without added tokens. */
 static void s_encode_plain(const ipl_bpe_t *self, s_enc_t *e, const unsigned char *p, size_t n)
 {
-    for (size_t i = 0; i < n && !e->oom;) {
-        size_t end = s_pretoken_end(p, n, i, self->digits);
-        s_bpe_word(self, e, p + i, end - i);
-        i = end;
-    }
+    s_piece_ctx_t ctx = {self, e};
+    ipl_pretok_split(&self->pretok, p, n, s_piece_cb, &ctx);
 }
 
 /* ---- added tokens ------------------------------------------------------------------------ */
@@ -1087,6 +1301,18 @@ static void s_encode_plain(const ipl_bpe_t *self, s_enc_t *e, const unsigned cha
 static bool s_is_word_char(uint32_t cp)
 {
     return cp == '_' || ipl_unicode_is_letter(cp) || ipl_unicode_is_number(cp);
+}
+
+typedef struct {
+    uint32_t cp; /* IPL_UNICODE_INVALID for a byte that is not UTF-8 */
+    size_t len;
+} s_ch_t;
+
+static s_ch_t s_char(const unsigned char *p, size_t n, size_t i)
+{
+    s_ch_t c;
+    c.len = ipl_utf8_next(p + i, n - i, &c.cp);
+    return c;
 }
 
 /* The character ending just before p[end] (end > 0). */
@@ -1098,6 +1324,11 @@ static s_ch_t s_char_before(const unsigned char *p, size_t end)
     s_ch_t c = s_char(p, end, i);
     if (i + c.len != end) c = s_char(p, end, end - 1); /* not a whole character: one byte */
     return c;
+}
+
+static bool s_is_space(s_ch_t c)
+{
+    return c.cp != IPL_UNICODE_INVALID && ipl_unicode_is_space(c.cp);
 }
 
 typedef void (*s_gap_fn)(const ipl_bpe_t *self, s_enc_t *e, const unsigned char *p, size_t n);
@@ -1123,10 +1354,10 @@ static void s_split(const ipl_bpe_t *self, s_enc_t *e, const s_trie_t *t, const 
                                (stop < n && s_is_word_char(s_char(p, n, stop).cp))))
             continue; /* inside a word: not a match, and the search goes on after it */
         if (a->lstrip)
-            while (start > done && (s_char_before(p, start).cls & C_S))
+            while (start > done && s_is_space(s_char_before(p, start)))
                 start -= s_char_before(p, start).len;
         if (a->rstrip)
-            while (stop < n && (s_char(p, n, stop).cls & C_S))
+            while (stop < n && s_is_space(s_char(p, n, stop)))
                 stop += s_char(p, n, stop).len;
         if (start > done) gap(self, e, p + done, start - done);
         s_out(e, a->id);
@@ -1138,17 +1369,13 @@ static void s_split(const ipl_bpe_t *self, s_enc_t *e, const s_trie_t *t, const 
 /* A section between raw-matched added tokens: normalize, then split on normalized tokens. */
 static void s_encode_section(const ipl_bpe_t *self, s_enc_t *e, const unsigned char *p, size_t n)
 {
-    if (!self->nfc || ipl_unicode_nfc_quick((const char *)p, n)) {
-        s_split(self, e, &self->norm_trie, p, n, s_encode_plain);
-        return;
-    }
+    char *norm;
     size_t m;
-    char *norm = ipl_unicode_nfc((const char *)p, n, &m);
-    if (!norm) {
+    if (!ipl_normalizer_apply(self->norm, (const char *)p, n, &norm, &m)) {
         e->oom = true;
         return;
     }
-    s_split(self, e, &self->norm_trie, (const unsigned char *)norm, m, s_encode_plain);
+    s_split(self, e, &self->norm_trie, norm ? (const unsigned char *)norm : p, m, s_encode_plain);
     free(norm);
 }
 
@@ -1176,21 +1403,68 @@ uint32_t *ipl_bpe_encode(const ipl_bpe_t *self, const char *text, size_t len,
     return e.ids;
 }
 
+/* ByteFallback's flush: the pending bytes of consecutive "<0xNN>" tokens as they are when they
+ * are valid UTF-8, else U+FFFD for each (HF: String::from_utf8 or one "\u{FFFD}" per token). */
+static size_t s_flush_bytes(char *out, const unsigned char *bytes, size_t n)
+{
+    bool valid = true;
+    for (size_t i = 0; i < n && valid;) {
+        uint32_t cp;
+        i += ipl_utf8_next(bytes + i, n - i, &cp);
+        valid = cp != IPL_UNICODE_INVALID;
+    }
+    if (valid) {
+        memcpy(out, bytes, n);
+        return n;
+    }
+    for (size_t i = 0; i < n; i++)
+        memcpy(out + 3 * i, "\xEF\xBF\xBD", 3);
+    return 3 * n;
+}
+
+/* Decoder Strip on the whole text: up to start leading and stop trailing copies of content. */
+static size_t s_strip(const s_strip_t *st, char *out, size_t n)
+{
+    size_t k = st->len, head = 0, tail = n;
+    for (size_t i = 0; i < st->start && tail - head >= k && !memcmp(out + head, st->content, k);
+         i++)
+        head += k;
+    for (size_t i = 0; i < st->stop && tail - head >= k && !memcmp(out + tail - k, st->content, k);
+         i++)
+        tail -= k;
+    memmove(out, out + head, tail - head);
+    return tail - head;
+}
+
 char *ipl_bpe_decode(const ipl_bpe_t *self, const uint32_t *ids, size_t n, size_t *len)
 {
-    size_t total = 0;
+    size_t total = 0, nbytes = 0;
     for (size_t i = 0; i < n; i++)
         if (ids[i] < self->nids && self->pieces[ids[i]].len != S_NO_PIECE)
-            total += self->pieces[ids[i]].len;
+            total += self->pieces[ids[i]].len + (self->decode_fallback ? 3 : 0);
     char *out = malloc(total + 1);
-    if (!out) return NULL;
+    unsigned char *bytes = self->decode_fallback ? malloc(n + 1) : NULL;
+    if (!out || (self->decode_fallback && !bytes)) {
+        free(out);
+        free(bytes);
+        return NULL;
+    }
     size_t at = 0;
     for (size_t i = 0; i < n; i++) {
         if (ids[i] >= self->nids || self->pieces[ids[i]].len == S_NO_PIECE) continue;
+        if (self->decode_fallback && self->byte_token[ids[i]] >= 0) {
+            bytes[nbytes++] = (unsigned char)self->byte_token[ids[i]];
+            continue;
+        }
+        if (nbytes) at += s_flush_bytes(out + at, bytes, nbytes);
+        nbytes = 0;
         const s_span_t *sp = &self->pieces[ids[i]];
         memcpy(out + at, self->arena + sp->off, sp->len);
         at += sp->len;
     }
+    if (nbytes) at += s_flush_bytes(out + at, bytes, nbytes);
+    free(bytes);
+    if (self->strip.len) at = s_strip(&self->strip, out, at);
     out[at] = '\0';
     if (len) *len = at;
     return out;

@@ -1,46 +1,58 @@
 /*
- * ipl_bpe — exact byte-level BPE tokenization from a Hugging Face tokenizer.json (the
- * Llama-3 and Qwen2/2.5/3 families), producing the token ids vLLM's tokenizer produces.
+ * ipl_bpe — exact BPE tokenization from a Hugging Face tokenizer.json, producing the token
+ * ids vLLM's tokenizer produces, for two kinds of files:
+ *   - byte-level BPE (a ByteLevel pre-tokenizer): Llama-3, Qwen2/2.5/3, gpt-oss, DeepSeek-V3;
+ *   - SentencePiece-style BPE on characters with byte fallback: Gemma-3.
  *
  * Pipeline of ipl_bpe_encode (the `tokenizers` library's, step by step):
  *
  *   text ─▶ added tokens split out (leftmost-longest; lstrip/rstrip/single_word honoured;
  *           "normalized": false ones matched on the raw text)
- *        ─▶ normalizer on each remaining section (null or NFC), then the "normalized": true
- *           added tokens split out of the normalized text
- *        ─▶ pre-tokenizer Split(regex, Isolated): the Llama-3 pattern (\p{N}{1,3}) or the
- *           Qwen2 pattern (\p{N}), matched by hand-written code (see ipl_bpe.c)
- *        ─▶ ByteLevel: each piece's UTF-8 bytes (GPT-2 bytes_to_unicode, applied in reverse to
- *           the vocabulary at load time, so BPE runs on raw bytes)
+ *        ─▶ normalizer on each remaining section (NFC, Replace of a string, or a Sequence),
+ *           then the "normalized": true added tokens split out of the normalized text
+ *        ─▶ pre-tokenizer: the Split stages (ipl_pretok.h: the Llama-3, Qwen2, o200k and
+ *           DeepSeek-V3 regexes matched by hand-written code, or a literal string), then
+ *           ByteLevel when the file has it: each piece's UTF-8 bytes (GPT-2 bytes_to_unicode,
+ *           applied in reverse to the vocabulary at load time, so BPE runs on raw bytes)
  *        ─▶ model BPE: whole piece if "ignore_merges" and it is in the vocabulary, otherwise
- *           merge the adjacent pair of lowest rank (leftmost on ties) until none applies
+ *           merge the adjacent pair of lowest rank (leftmost on ties) until none applies;
+ *           symbols are bytes (ByteLevel) or UTF-8 characters, and a character missing from
+ *           the vocabulary becomes its "<0xNN>" tokens ("byte_fallback") or unk ("fuse_unk")
  *        ─▶ post-processor when add_special_tokens: TemplateProcessing's "single" template
- *           (Llama-3.1 style <|begin_of_text|>), ByteLevel (adds nothing), or a Sequence
+ *           (Llama-3.1 / Gemma-3 style BOS), ByteLevel (adds nothing), or a Sequence
  *
- * Speed (one core, shared 2-core VM): 35–50 MB/s on English text, 5–10 MB/s on CJK; loading
- * Qwen3's 11 MB file takes about 0.4 s and peaks near 90 MB (file + cJSON tree); the loaded
- * tokenizer keeps about 15 MB.
+ * Speed (one core, shared 2-core VM, warm; docs/benchmarks.md): 80–115 MB/s on English
+ * prose and code for Qwen3, Llama-3 and gpt-oss, 50–60 MB/s for DeepSeek-V3 (three splits),
+ * 40–55 MB/s on CJK; Gemma-3 about 24 MB/s on prose and code (its pieces are words with their
+ * punctuation, fewer of them whole vocabulary entries), 55 MB/s on CJK. Loading Qwen3's 11 MB
+ * file takes about 0.4 s and peaks near 100 MB (file + cJSON tree); Gemma-3's 33 MB file
+ * 0.9 s and 260 MB; the loaded Qwen3 tokenizer keeps about 15 MB.
  *
  * Accepted tokenizer.json shapes (anything else is refused at load with a message that names
  * the field): model BPE (vocab object; merges as "a b" strings or ["a","b"] pairs; dropout
- * null/0; continuing_subword_prefix and end_of_word_suffix null/""; byte_fallback false;
- * optional unk_token and fuse_unk), normalizer null / NFC / Sequence of NFC, pre_tokenizer
- * Sequence[Split(Regex = one of the two patterns, behavior Isolated, invert false),
- * ByteLevel(add_prefix_space false, use_regex false)], post_processor null / ByteLevel /
- * TemplateProcessing / Sequence of those, decoder ByteLevel.
+ * null/0; continuing_subword_prefix and end_of_word_suffix null/""; byte_fallback (not with
+ * ByteLevel); optional unk_token and fuse_unk; ignore_merges), normalizer null / NFC /
+ * Replace(String pattern) / Sequence of those, pre_tokenizer null / Split / Sequence[Split...,
+ * optionally ByteLevel(add_prefix_space false, use_regex false) last] with Split(Regex = a
+ * known pattern, Isolated) or Split(String, Isolated / Removed / MergedWithPrevious), invert
+ * false; post_processor null / ByteLevel / TemplateProcessing / Sequence of those; decoder
+ * ByteLevel (with a ByteLevel pre-tokenizer) or else a Sequence of Replace(String)...,
+ * ByteFallback, Fuse, Strip (in that order, each optional).
  *
  * Not covered (documented differences from Hugging Face tokenizers):
- *   - Unicode version: letters, numbers and NFC follow Unicode 15.1 (see ipl_unicode.h), the
- *     version of the Oniguruma regex engine in current HF tokenizers; a character assigned
- *     later is "other" here and is not normalized.
- *   - The contraction group (?i:'s|'t|...) matches ASCII letters only: Oniguruma's case
- *     folding would also accept U+017F (long s) for 's'.
+ *   - None known from Unicode: categories and White_Space are Oniguruma's (Unicode 15.1), NFC
+ *     is HF's normalization crate's (Unicode 9.0), as in HF (ipl_unicode.h). A character
+ *     assigned after 15.1 is unassigned in both.
+ *   - The contraction groups (?i:'s|'t|...) match ASCII letters only: Oniguruma's case
+ *     folding would also accept U+017F (long s) for 's' (ipl_pretok.h).
  *   - Invalid UTF-8 (which HF never sees: its input is a Rust String) is tokenized byte by
- *     byte, each invalid byte a character of its own that is neither letter, number nor space.
+ *     byte, each invalid byte a character of its own of no category; on characters, such a
+ *     byte is looked up as itself, then byte fallback.
  *   - single_word added tokens test for a word character as letter, number or '_'; HF's \w
- *     also counts combining marks and joiners. (Llama-3 and Qwen use no single_word token.)
- *   - Decoding returns the raw bytes (HF replaces invalid UTF-8 with U+FFFD) and does not
- *     apply transformers' clean_up_tokenization_spaces.
+ *     also counts combining marks and joiners. (None of the five families uses single_word.)
+ *   - Decoding ByteLevel returns the raw bytes (HF replaces invalid UTF-8 with U+FFFD; the
+ *     ByteFallback decoder does as HF does) and does not apply transformers'
+ *     clean_up_tokenization_spaces.
  *
  * Immutable after creation: thread-safe to share; encode/decode allocate per call.
  */
@@ -72,7 +84,9 @@ uint32_t *ipl_bpe_encode(const ipl_bpe_t *self, const char *text, size_t len,
                          bool add_special_tokens, size_t *n);
 
 /* Decodes ids to bytes: added tokens as their content, vocabulary tokens through the inverse
- * ByteLevel map. Unknown ids are skipped. Returns a malloc'd NUL-terminated buffer (the caller
+ * ByteLevel map — or, without ByteLevel, through the decoder's Replace steps, ByteFallback
+ * (consecutive "<0xNN>" tokens as their bytes when those are UTF-8, else U+FFFD for each) and a
+ * final Strip. Unknown ids are skipped. Returns a malloc'd NUL-terminated buffer (the caller
  * frees) with its length in *len (may be NULL), or NULL on allocation failure. */
 char *ipl_bpe_decode(const ipl_bpe_t *self, const uint32_t *ids, size_t n, size_t *len);
 

@@ -3,9 +3,9 @@
  * (and therefore the block hashes) the router computes are the ones the worker caches.
  *
  * Two kinds, behind one interface:
- *   - ipl_tokenizer_new_from_file: a model's Hugging Face tokenizer.json (byte-level BPE, the
- *     Llama-3 and Qwen2/2.5/3 families), giving exactly the ids vLLM computes for that model
- *     (ipl_bpe.h has the pipeline and the few documented gaps);
+ *   - ipl_tokenizer_new_from_file: a model's Hugging Face tokenizer.json (BPE: the Llama-3,
+ *     Qwen2/2.5/3, gpt-oss, DeepSeek-V3 and Gemma-3 families), giving exactly the ids vLLM
+ *     computes for that model (ipl_bpe.h has the pipeline and the few documented gaps);
  *   - ipl_tokenizer_new_builtin: a stand-in for when no tokenizer.json is configured (the
  *     simulator's default).
  *
@@ -65,7 +65,8 @@ uint32_t *ipl_tokenizer_encode(const ipl_tokenizer_t *self, const char *text, si
 
 /* The same plus the special tokens the tokenizer's post-processor adds around a prompt
  * (vLLM's add_special_tokens=True, the default of /v1/completions): Llama-3.1-style files
- * prepend <|begin_of_text|>; Qwen files and the built-in tokenizer add nothing. */
+ * prepend <|begin_of_text|>, Gemma-3's <bos>; Qwen, gpt-oss and DeepSeek-V3 files and the
+ * built-in tokenizer add nothing. */
 uint32_t *ipl_tokenizer_encode_with_special(const ipl_tokenizer_t *self, const char *text,
                                             size_t len, size_t *n);
 

@@ -8,7 +8,8 @@ prompts, tool definitions, assistant tool calls, tool results, multilingual text
 whitespace runs, special-token and template-syntax look-alikes, add_generation_prompt on and
 off, enable_thinking where the template reads it, continue_final_message, and chats the
 template itself rejects with raise_exception (both must fail with the same message). Every
-rendered text must be byte-identical.
+rendered text must be byte-identical, and must tokenize (inferplanectl tokenize, with the
+family's tokenizer.json) to the ids of the reference tokenizer (tools/node/hf_tokenize.js).
 
 The reference gets the variables as transformers' apply_chat_template passes them (the Node
 side reads tokenizer_config.json itself: the template, its special tokens), and both sides
@@ -548,10 +549,25 @@ class TestChatTemplates(unittest.TestCase):
                          % (family, len(bad), len(cases), msg))
         if HAVE_JINJA2:
             self.check_python(family, d, cases, ours)
+        self.check_ids(family, [a["text"] for a in ours if "text" in a])
         self.assertGreaterEqual(len(cases), min_cases)
         self.assertGreater(texts, len(cases) // 2, "most cases must render, not raise")
         TestChatTemplates.counts[family] = len(cases)
         return cases, ours, errors
+
+    def check_ids(self, family, texts):
+        """The rendered prompts tokenize to the reference tokenizer's ids (add_special_tokens
+        false, as vLLM encodes a rendered chat), so what the router hashes is what the worker
+        caches. The reference: tools/node/hf_tokenize.js (see test_tokenizer_parity)."""
+        path = os.path.join(package_dir(family), "tokenizer.json")
+        ours = run([binary("inferplanectl"), "tokenize", "--tokenizer", path, "--jsonl"], texts)
+        ref = run(["node", os.path.join(NODE_DIR, "hf_tokenize.js"), "--tokenizer", path], texts)
+        self.assertEqual(len(ours), len(texts))
+        self.assertEqual(len(ref), len(texts))
+        bad = [(t, a, b) for t, a, b in zip(texts, ours, ref) if a != b]
+        msg = "\n".join("%r\n  ours %s\n  ref  %s" % (t[:300], a[:40], b[:40]) for t, a, b in bad[:3])
+        self.assertEqual(len(bad), 0, "%s: %d of %d rendered prompts tokenize differently, e.g.\n%s"
+                         % (family, len(bad), len(texts), msg))
 
     def check_python(self, family, d, cases, ours):
         """The same cases against Python Jinja2: identical text where it renders, an error

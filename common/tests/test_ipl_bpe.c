@@ -4,9 +4,15 @@
  *   bpe_qwen2_tiny.json   Qwen2 regex, NFC, merges as ["a","b"] pairs, ignore_merges false
  *   bpe_llama3_tiny.json  Llama-3 regex, no normalizer, merges as "a b" strings,
  *                         ignore_merges true, TemplateProcessing that prepends id 200
+ * — a SentencePiece-style one (BPE on characters, Gemma-3's shape) —
+ *   bpe_spm_tiny.json     normalizer Replace(" " → "▁"), Split(" ", MergedWithPrevious),
+ *                         byte_fallback with a few <0xNN> tokens, fuse_unk, the merged token
+ *                         ">▁</", decoder Replace/ByteFallback/Fuse/Strip, BOS template
  * — and variants of them edited in memory (added-token options, unk, load errors). The
  * expected ids were cross-checked with the transformers.js reference
- * (tools/node/hf_tokenize.js) wherever the text only uses characters of the vocabulary.
+ * (tools/node/hf_tokenize.js) wherever the text only uses characters of the vocabulary;
+ * bpe_spm_tiny.json's ids and decoded texts with Hugging Face tokenizers 0.23.2 (the Rust
+ * crate, through its Node.js binding).
  * Run from the repository root (tools/run-tests does): the fixtures are found through
  * __FILE__.
  */
@@ -99,7 +105,7 @@ static char *s_read(const char *path)
 }
 
 typedef struct {
-    ipl_bpe_t *qwen, *llama;
+    ipl_bpe_t *qwen, *llama, *spm;
 } s_fixtures_t;
 
 static int s_setup(void **state)
@@ -116,8 +122,10 @@ static int s_setup(void **state)
     if (!f->qwen) fprintf(stderr, "%s\n", err);
     f->llama = ipl_bpe_new_from_file(s_path("bpe_llama3_tiny.json"), err, sizeof err);
     if (!f->llama) fprintf(stderr, "%s\n", err);
+    f->spm = ipl_bpe_new_from_file(s_path("bpe_spm_tiny.json"), err, sizeof err);
+    if (!f->spm) fprintf(stderr, "%s\n", err);
     *state = f;
-    return f->qwen && f->llama ? 0 : -1;
+    return f->qwen && f->llama && f->spm ? 0 : -1;
 }
 
 static int s_teardown(void **state)
@@ -125,6 +133,7 @@ static int s_teardown(void **state)
     s_fixtures_t *f = *state;
     ipl_bpe_destroy(&f->qwen);
     ipl_bpe_destroy(&f->llama);
+    ipl_bpe_destroy(&f->spm);
     assert_null(f->qwen);
     ipl_bpe_destroy(&f->qwen); /* destroying twice is harmless */
     free(f);
@@ -503,6 +512,151 @@ static void test_tokenizer_interface(void **state)
     assert_non_null(strstr(err, "/nonexistent/tokenizer.json: cannot open"));
 }
 
+/* ---- SentencePiece-style BPE on characters (bpe_spm_tiny.json) ------------------------------ */
+
+enum {
+    S_UNK = 0,
+    S_BOS = 1,
+    S_MARK = 2, /* ▁ */
+    S_A = 3,
+    S_B = 4,
+    S_C = 5,
+    S_MARK_AB = 8,
+    S_AB = 7,
+    S_GT = 9,
+    S_MARK_LT_SLASH = 13,
+    S_GT_MARK_LT_SLASH = 14, /* >▁</ */
+    S_XC3 = 15,
+    S_XA9 = 16,
+    S_XE2 = 17,
+    S_X82 = 18,
+    S_X = 19,
+    S_X0A = 20,
+    S_EOT = 21,
+};
+
+static void test_spm_encode(void **state)
+{
+    s_fixtures_t *f = *state;
+    EXPECT(f->spm, " ab", S_MARK_AB);
+    EXPECT(f->spm, "ab ab", S_AB, S_MARK_AB);
+    EXPECT(f->spm, "c c", S_C, S_MARK, S_C);
+    EXPECT(f->spm, "  a", S_MARK, 6);
+    /* ">▁</" spans a ">" / "▁" boundary: the piece is not cut there */
+    EXPECT(f->spm, "a> </", S_A, S_GT_MARK_LT_SLASH);
+    EXPECT(f->spm, "a>  </", S_A, S_GT, S_MARK, S_MARK_LT_SLASH);
+    /* characters outside the vocabulary: byte fallback when every byte has its <0xNN>, else
+     * unk (fused); a pending unk is emitted after the byte tokens that follow it, as in HF */
+    EXPECT(f->spm, "é", S_XC3, S_XA9);
+    EXPECT(f->spm, "x\n", S_X, S_X0A);
+    EXPECT(f->spm, "€", S_UNK);
+    EXPECT(f->spm, "€€", S_UNK);
+    EXPECT(f->spm, "€é€", S_XC3, S_XA9, S_UNK);
+    EXPECT(f->spm, "a<eot>b", S_A, S_EOT, S_B);
+    EXPECT_NONE(f->spm, "");
+    EXPECT_X(f->spm, true, "ab ab", S_BOS, S_AB, S_MARK_AB);
+    EXPECT_X(f->spm, true, "", S_BOS);
+    /* a long text cut at its word marks gives what one BPE over all of it gives: the same
+     * ids for every repetition */
+    char text[3000];
+    for (size_t i = 0; i < 1000; i++)
+        memcpy(text + 3 * i, "ab ", 3);
+    size_t n;
+    uint32_t *ids = ipl_bpe_encode(f->spm, text, sizeof text, false, &n);
+    assert_int_equal(n, 1001); /* "ab", then "▁ab" 999 times, then "▁" */
+    assert_int_equal(ids[0], S_AB);
+    for (size_t i = 1; i < 1000; i++)
+        assert_int_equal(ids[i], S_MARK_AB);
+    assert_int_equal(ids[1000], S_MARK);
+    free(ids);
+}
+
+static void s_edit_no_fuse(cJSON *root)
+{
+    s_set_bool(s_at(root, "model", NULL), "fuse_unk", false);
+}
+
+static void s_edit_no_fallback(cJSON *root)
+{
+    s_set_bool(s_at(root, "model", NULL), "byte_fallback", false);
+}
+
+/* A merge of a byte-fallback symbol with "▁": "<0xA9>▁" (id 22), ranked first. */
+static void s_edit_fallback_merge(cJSON *root)
+{
+    cJSON_AddItemToObject(s_at(root, "model", "vocab"), "<0xA9>\xe2\x96\x81",
+                          cJSON_CreateNumber(22));
+    cJSON_InsertItemInArray(s_at(root, "model", "merges"), 0,
+                            cJSON_Parse("[\"<0xA9>\", \"\xe2\x96\x81\"]"));
+}
+
+static void test_spm_no_cut_after_fallback(void **state)
+{
+    (void)state;
+    char err[256];
+    ipl_bpe_t *b = s_load_edited("bpe_spm_tiny.json", s_edit_fallback_merge, err, sizeof err);
+    assert_non_null(b);
+    /* é is not in the vocabulary: its byte tokens merge with the "▁" after it, so the piece
+     * must not be cut before that "▁" (HF: 15, 22, 3) */
+    EXPECT(b, "é a", S_XC3, 22, S_A);
+    EXPECT(b, "xé a", S_X, S_XC3, 22, S_A);
+    EXPECT(b, "ab ab", S_AB, S_MARK_AB); /* a cut after a known character still happens */
+    ipl_bpe_destroy(&b);
+}
+
+static void test_spm_unk(void **state)
+{
+    (void)state;
+    char err[256];
+    ipl_bpe_t *b = s_load_edited("bpe_spm_tiny.json", s_edit_no_fuse, err, sizeof err);
+    assert_non_null(b);
+    EXPECT(b, "€€", S_UNK, S_UNK);
+    EXPECT(b, "€é€", S_XC3, S_XA9, S_UNK, S_UNK);
+    ipl_bpe_destroy(&b);
+    b = s_load_edited("bpe_spm_tiny.json", s_edit_no_fallback, err, sizeof err);
+    assert_non_null(b);
+    EXPECT(b, "é€a", S_UNK, S_A);
+    ipl_bpe_destroy(&b);
+}
+
+static void s_expect_decode(const ipl_bpe_t *bpe, const uint32_t *ids, size_t n, const char *want)
+{
+    size_t len;
+    char *text = ipl_bpe_decode(bpe, ids, n, &len);
+    assert_non_null(text);
+    if (len != strlen(want) || strcmp(text, want) != 0)
+        fprintf(stderr, "decoded \"%s\" (%zu bytes), wanted \"%s\"\n", text, len, want);
+    assert_int_equal(len, strlen(want));
+    assert_string_equal(text, want);
+    free(text);
+}
+
+#define EXPECT_DECODE(bpe, want, ...)                                                              \
+    do {                                                                                           \
+        static const uint32_t ids_[] = {__VA_ARGS__};                                              \
+        s_expect_decode(bpe, ids_, sizeof ids_ / sizeof ids_[0], want);                            \
+    } while (0)
+
+static void test_spm_decode(void **state)
+{
+    s_fixtures_t *f = *state;
+    EXPECT_DECODE(f->spm, "ab", S_MARK_AB); /* Strip takes one leading space */
+    EXPECT_DECODE(f->spm, " a", S_MARK, S_MARK, S_A);
+    EXPECT_DECODE(f->spm, "é", S_XC3, S_XA9);
+    EXPECT_DECODE(f->spm, "\xEF\xBF\xBD", S_XC3); /* not UTF-8: U+FFFD per byte token */
+    EXPECT_DECODE(f->spm,
+                  "\xEF\xBF\xBD\xEF\xBF\xBD"
+                  "a",
+                  S_XE2, S_X82, S_A);
+    EXPECT_DECODE(f->spm, "a\xEF\xBF\xBD", 6, S_XC3);
+    EXPECT_DECODE(f->spm, "<eot> ab", S_EOT, S_MARK_AB); /* added tokens go through Replace */
+    EXPECT_DECODE(f->spm, "x\n", S_X, S_X0A, 999999);    /* unknown ids are skipped */
+    s_expect_decode(f->spm, NULL, 0, "");
+    assert_int_equal(ipl_bpe_token_id(f->spm, "▁ab"), S_MARK_AB);
+    assert_int_equal(ipl_bpe_token_id(f->spm, "<0xC3>"), S_XC3);
+    assert_int_equal(ipl_bpe_token_id(f->spm, "Ġ"), -1);
+}
+
 /* ---- load errors ------------------------------------------------------------------------------
  */
 
@@ -550,13 +704,76 @@ static void s_edit_no_decoder(cJSON *root)
     cJSON_DeleteItemFromObjectCaseSensitive(root, "decoder");
 }
 
-static void s_expect_error(void (*edit)(cJSON *), const char *want)
+static void s_set_json(cJSON *obj, const char *key, const char *json)
+{
+    cJSON *v = cJSON_Parse(json);
+    assert_non_null(v);
+    if (!cJSON_ReplaceItemInObjectCaseSensitive(obj, key, v)) cJSON_AddItemToObject(obj, key, v);
+}
+
+static void s_edit_byte_level_first(cJSON *root)
+{
+    cJSON *list = s_at(root, "pre_tokenizer", "pretokenizers");
+    cJSON *bl = cJSON_DetachItemFromArray(list, 1);
+    cJSON_InsertItemInArray(list, 0, bl);
+}
+
+static void s_edit_normalizer_regex(cJSON *root)
+{
+    s_set_json(root, "normalizer",
+               "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFC\"},{\"type\":"
+               "\"Replace\",\"pattern\":{\"Regex\":\" +\"},\"content\":\"x\"}]}");
+}
+
+static void s_edit_replace_content(cJSON *root)
+{
+    cJSON_DeleteItemFromObjectCaseSensitive(s_at(root, "normalizer", NULL), "content");
+}
+
+static void s_edit_metaspace(cJSON *root)
+{
+    s_set_json(root, "pre_tokenizer", "{\"type\":\"Metaspace\",\"replacement\":\"x\"}");
+}
+
+static void s_edit_contiguous(cJSON *root)
+{
+    s_set_json(s_at(root, "pre_tokenizer", NULL), "behavior", "\"Contiguous\"");
+}
+
+static void s_edit_split_regex_merged(cJSON *root)
+{
+    s_set_json(s_at(root, "pre_tokenizer", NULL), "pattern", "{\"Regex\":\"\\\\p{N}{1,3}\"}");
+}
+
+static void s_edit_strip_first(cJSON *root)
+{
+    cJSON *list = s_at(root, "decoder", "decoders");
+    cJSON *strip = cJSON_DetachItemFromArray(list, 3);
+    cJSON_InsertItemInArray(list, 0, strip);
+}
+
+static void s_edit_spm_byte_level_decoder(cJSON *root)
+{
+    s_set_json(root, "decoder", "{\"type\":\"ByteLevel\"}");
+}
+
+static void s_edit_strip_content(cJSON *root)
+{
+    s_set_json(cJSON_GetArrayItem(s_at(root, "decoder", "decoders"), 3), "content", "\"ab\"");
+}
+
+static void s_expect_error_in(const char *fixture, void (*edit)(cJSON *), const char *want)
 {
     char err[256] = "untouched";
-    ipl_bpe_t *b = s_load_edited("bpe_llama3_tiny.json", edit, err, sizeof err);
+    ipl_bpe_t *b = s_load_edited(fixture, edit, err, sizeof err);
     if (b || !strstr(err, want)) fprintf(stderr, "error \"%s\", wanted \"%s\"\n", err, want);
     assert_null(b);
     assert_non_null(strstr(err, want));
+}
+
+static void s_expect_error(void (*edit)(cJSON *), const char *want)
+{
+    s_expect_error_in("bpe_llama3_tiny.json", edit, want);
 }
 
 static void test_load_errors(void **state)
@@ -569,7 +786,24 @@ static void test_load_errors(void **state)
     s_expect_error(s_edit_model_type, "model.type: \"WordPiece\" is not supported");
     s_expect_error(s_edit_byte_fallback, "model.byte_fallback");
     s_expect_error(s_edit_vocab_id, "model.vocab[\"a\"]: the id is not an integer");
-    s_expect_error(s_edit_no_decoder, "decoder: only ByteLevel");
+    s_expect_error(s_edit_no_decoder,
+                   "decoder: type \"\" is not supported with the ByteLevel pre-tokenizer");
+    s_expect_error(s_edit_byte_level_first,
+                   "pre_tokenizer.pretokenizers[0]: type \"ByteLevel\" is not supported here");
+    s_expect_error(s_edit_normalizer_regex,
+                   "normalizer.normalizers[1].pattern: only a non-empty {\"String\": ...}");
+    const char *spm = "bpe_spm_tiny.json";
+    s_expect_error_in(spm, s_edit_replace_content, "normalizer.content: missing");
+    s_expect_error_in(spm, s_edit_metaspace, "pre_tokenizer: type \"Metaspace\" is not supported");
+    s_expect_error_in(spm, s_edit_contiguous, "pre_tokenizer.behavior: \"Contiguous\" is not");
+    s_expect_error_in(spm, s_edit_split_regex_merged,
+                      "pre_tokenizer.behavior: \"MergedWithPrevious\" is not supported with a "
+                      "Regex");
+    s_expect_error_in(spm, s_edit_strip_first, "decoder.decoders[0]: \"Strip\" is not supported");
+    s_expect_error_in(spm, s_edit_spm_byte_level_decoder,
+                      "decoder: type \"ByteLevel\" is not supported without a ByteLevel");
+    s_expect_error_in(spm, s_edit_strip_content,
+                      "decoder.decoders[3]: Strip needs a one-character");
 
     char err[128];
     assert_null(ipl_bpe_new_from_json("{\"model\": [", 11, "x.json", err, sizeof err));
@@ -602,6 +836,10 @@ int main(void)
         cmocka_unit_test(test_decode),
         cmocka_unit_test(test_token_id),
         cmocka_unit_test(test_tokenizer_interface),
+        cmocka_unit_test(test_spm_encode),
+        cmocka_unit_test(test_spm_unk),
+        cmocka_unit_test(test_spm_no_cut_after_fallback),
+        cmocka_unit_test(test_spm_decode),
         cmocka_unit_test(test_load_errors),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);

@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,6 +78,7 @@ static void test_classes(void **state)
         assert_false(ipl_unicode_is_space(others[i]));
     }
     assert_string_equal(ipl_unicode_version(), "15.1.0");
+    assert_string_equal(ipl_unicode_nfc_version(), "9.0.0");
 }
 
 static void s_nfc(const char *in, const char *want)
@@ -87,6 +89,41 @@ static void s_nfc(const char *in, const char *want)
     assert_int_equal(n, strlen(want));
     assert_string_equal(out, want);
     free(out);
+}
+
+static void test_categories(void **state)
+{
+    (void)state;
+    static const struct {
+        uint32_t cp;
+        ipl_unicode_gc_t gc;
+    } cases[] = {
+        {'A', IPL_GC_LU},      {'z', IPL_GC_LL},      {0x01C5, IPL_GC_LT}, /* ǅ */
+        {0x02B0, IPL_GC_LM},   {0x4E00, IPL_GC_LO},   {0x0301, IPL_GC_MN},
+        {0x0903, IPL_GC_MC},   {0x20DD, IPL_GC_ME},   {'7', IPL_GC_ND},
+        {0x2167, IPL_GC_NL},   {0x00BD, IPL_GC_NO},   {'_', IPL_GC_PC},
+        {'-', IPL_GC_PD},      {'(', IPL_GC_PS},      {')', IPL_GC_PE},
+        {0x00AB, IPL_GC_PI},   {0x00BB, IPL_GC_PF},   {'!', IPL_GC_PO},
+        {'+', IPL_GC_SM},      {'$', IPL_GC_SC},      {'^', IPL_GC_SK},
+        {0x1F600, IPL_GC_SO},  {' ', IPL_GC_ZS},      {0x2028, IPL_GC_ZL},
+        {0x2029, IPL_GC_ZP},   {'\n', IPL_GC_CC},     {0x200D, IPL_GC_CF},
+        {0xE000, IPL_GC_CO},   {0xD800, IPL_GC_CS},   {0x0378, IPL_GC_CN},
+        {0x2EBF0, IPL_GC_LO}, /* CJK Extension I: new in Unicode 15.1 */
+        {0x1FAE9, IPL_GC_CN}, /* assigned in Unicode 16.0: unassigned in 15.1 */
+        {0x10FFFF, IPL_GC_CN}, {0x110000, IPL_GC_CN}, {0xFFFFFFFF, IPL_GC_CN},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (ipl_unicode_category(cases[i].cp) != cases[i].gc)
+            fprintf(stderr, "U+%04X: category %d, wanted %d\n", cases[i].cp,
+                    ipl_unicode_category(cases[i].cp), cases[i].gc);
+        assert_int_equal(ipl_unicode_category(cases[i].cp), cases[i].gc);
+    }
+    /* the letter and number predicates agree with the table everywhere */
+    for (uint32_t cp = 0; cp < 0x110000; cp++) {
+        ipl_unicode_gc_t gc = ipl_unicode_category(cp);
+        assert_int_equal(ipl_unicode_is_letter(cp), gc >= IPL_GC_LU && gc <= IPL_GC_LO);
+        assert_int_equal(ipl_unicode_is_number(cp), gc >= IPL_GC_ND && gc <= IPL_GC_NO);
+    }
 }
 
 static void test_nfc(void **state)
@@ -127,6 +164,31 @@ static void test_nfc(void **state)
     s_nfc(in, want);
 }
 
+/* NFC with HF's Unicode 9.0 data: marks assigned later are starters that stay in place. */
+static void test_nfc_unicode_9(void **state)
+{
+    (void)state;
+    static const char *const same[] = {
+        "\xe0\xa3\x8c\xf0\x9d\x85\xa6", /* U+08CC (14.0, class 230 since) U+1D166 (216) */
+        "a\xdf\xbd\xcc\x96",            /* U+07FD (11.0) U+0316 (220) */
+    };
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
+        size_t n;
+        char *out = ipl_unicode_nfc(same[i], strlen(same[i]), &n);
+        assert_non_null(out);
+        assert_int_equal(n, strlen(same[i]));
+        assert_memory_equal(out, same[i], n);
+        free(out);
+    }
+    /* marks known in 9.0 are still ordered: U+0301 (230) U+0327 (202) → U+0327 U+0301 */
+    size_t n;
+    char *out = ipl_unicode_nfc("\xcc\x81\xcc\xa7", 4, &n);
+    assert_non_null(out);
+    assert_int_equal(n, 4);
+    assert_memory_equal(out, "\xcc\xa7\xcc\x81", 4);
+    free(out);
+}
+
 static void test_nfc_quick(void **state)
 {
     (void)state;
@@ -143,10 +205,9 @@ static void test_nfc_quick(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_utf8),
-        cmocka_unit_test(test_classes),
-        cmocka_unit_test(test_nfc),
-        cmocka_unit_test(test_nfc_quick),
+        cmocka_unit_test(test_utf8),          cmocka_unit_test(test_classes),
+        cmocka_unit_test(test_categories),    cmocka_unit_test(test_nfc),
+        cmocka_unit_test(test_nfc_unicode_9), cmocka_unit_test(test_nfc_quick),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
