@@ -45,6 +45,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "ipl_error.h"
 #include "ipl_normalizer.h"
 #include "ipl_pretok.h"
 #include "ipl_unicode.h"
@@ -123,6 +124,7 @@ struct ipl_bpe {
     s_trie_t raw_trie, norm_trie;
     uint32_t *prefix, *suffix; /* post-processor ids around the sequence */
     size_t nprefix, nsuffix;
+    ipl_idcache_t *cache; /* sections' ids (see the header), or NULL: off */
 };
 
 /* ---- errors ---------------------------------------------------------------------------- */
@@ -919,8 +921,23 @@ ipl_bpe_t *ipl_bpe_new_from_json(const char *json, size_t len, const char *origi
     ipl_bpe_t *self = calloc(1, sizeof *self);
     bool ok = self ? s_load(self, root, &e) : s_fail(&e, "out of memory");
     cJSON_Delete(root);
+    if (ok) self->cache = ipl_idcache_new(IPL_BPE_CACHE_ENTRIES, IPL_BPE_CACHE_BYTES);
     if (!ok) ipl_bpe_destroy(&self);
     return self;
+}
+
+int ipl_bpe_set_cache(ipl_bpe_t *self, size_t max_entries, size_t max_bytes)
+{
+    ipl_idcache_destroy(&self->cache);
+    if (!max_entries || !max_bytes) return 0;
+    self->cache = ipl_idcache_new(max_entries, max_bytes);
+    return self->cache ? 0 : IPL_E_NOMEM;
+}
+
+void ipl_bpe_cache_stats(const ipl_bpe_t *self, ipl_idcache_stats_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (self->cache) ipl_idcache_stats(self->cache, out);
 }
 
 ipl_bpe_t *ipl_bpe_new_from_file(const char *path, char *err, size_t errlen)
@@ -965,6 +982,7 @@ void ipl_bpe_destroy(ipl_bpe_t **self_p)
     free(self->whole);
     free(self->byte_token);
     ipl_normalizer_destroy(&self->norm);
+    ipl_idcache_destroy(&self->cache);
     free(self->mmap);
     free(self->added);
     free(self->raw_trie.nodes);
@@ -1366,9 +1384,32 @@ static void s_split(const ipl_bpe_t *self, s_enc_t *e, const s_trie_t *t, const 
     if (done < n && !e->oom) gap(self, e, p + done, n - done);
 }
 
-/* A section between raw-matched added tokens: normalize, then split on normalized tokens. */
+/* Appends the cached ids of a section to e; false when the cache has none. */
+static bool s_from_cache(const ipl_bpe_t *self, s_enc_t *e, ipl_idcache_key_t key)
+{
+    for (int tries = 0; tries < 4; tries++) { /* another thread may replace it meanwhile */
+        size_t got = ipl_idcache_get(self->cache, key, e->ids + e->n, e->cap - e->n);
+        if (got == IPL_IDCACHE_MISS) return false;
+        if (got <= e->cap - e->n) {
+            e->n += got;
+            return true;
+        }
+        uint32_t *v = realloc(e->ids, (e->n + got) * 2 * sizeof *v);
+        if (!v) return false;
+        e->ids = v;
+        e->cap = (e->n + got) * 2;
+    }
+    return false;
+}
+
+/* A section between raw-matched added tokens: normalize, then split on normalized tokens.
+ * Its ids depend on its bytes only: a long one's come from (and go to) the section cache. */
 static void s_encode_section(const ipl_bpe_t *self, s_enc_t *e, const unsigned char *p, size_t n)
 {
+    bool cached = self->cache && n >= IPL_BPE_CACHE_MIN;
+    ipl_idcache_key_t key = {0, 0};
+    if (cached && s_from_cache(self, e, key = ipl_idcache_key(p, n, 0))) return;
+    size_t from = e->n;
     char *norm;
     size_t m;
     if (!ipl_normalizer_apply(self->norm, (const char *)p, n, &norm, &m)) {
@@ -1377,6 +1418,7 @@ static void s_encode_section(const ipl_bpe_t *self, s_enc_t *e, const unsigned c
     }
     s_split(self, e, &self->norm_trie, norm ? (const unsigned char *)norm : p, m, s_encode_plain);
     free(norm);
+    if (cached && !e->oom) ipl_idcache_put(self->cache, key, e->ids + from, e->n - from);
 }
 
 uint32_t *ipl_bpe_encode(const ipl_bpe_t *self, const char *text, size_t len,

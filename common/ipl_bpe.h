@@ -54,7 +54,18 @@
  *     ByteFallback decoder does as HF does) and does not apply transformers'
  *     clean_up_tokenization_spaces.
  *
- * Immutable after creation: thread-safe to share; encode/decode allocate per call.
+ * The section cache (the prefix cache of issue 14): the text between two added tokens (e.g.
+ * one message of a rendered chat, between its template's special tokens) is encoded on its
+ * own — added tokens are split out before anything else runs, and nothing merges across them
+ * — so its ids are a function of its bytes alone, and ipl_bpe_encode keeps those of sections
+ * of IPL_BPE_CACHE_MIN bytes or more in an ipl_idcache keyed by XXH3-128 of the bytes (one
+ * cache per tokenizer: the tokenizer is part of the identity). A system prompt or a document
+ * seen before costs a hash and a copy; the ids are exactly the cold path's
+ * (common/tests/test_ipl_bpe_cache.c checks that on random chats). On by default, bounded by
+ * IPL_BPE_CACHE_ENTRIES entries and IPL_BPE_CACHE_BYTES bytes of ids; ipl_bpe_set_cache
+ * changes the bounds or turns it off.
+ * Immutable after creation but for the section cache (thread-safe itself): thread-safe to
+ * share; encode/decode allocate per call.
  */
 #ifndef IPL_BPE_H
 #define IPL_BPE_H
@@ -62,6 +73,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "ipl_idcache.h"
+
+#define IPL_BPE_CACHE_MIN     256u        /* bytes: shorter sections are encoded every time */
+#define IPL_BPE_CACHE_ENTRIES 8192u       /* sections kept */
+#define IPL_BPE_CACHE_BYTES   (32u << 20) /* bytes of ids kept */
 
 typedef struct ipl_bpe ipl_bpe_t;
 
@@ -92,6 +109,13 @@ char *ipl_bpe_decode(const ipl_bpe_t *self, const uint32_t *ids, size_t n, size_
 
 /* The id of a token spelled as in tokenizer.json (vocab key or added token content), or -1. */
 int64_t ipl_bpe_token_id(const ipl_bpe_t *self, const char *token);
+
+/* The section cache's bounds (see above); either 0 turns it off (what a cold benchmark
+ * wants). Not while another thread encodes with self. 0, or IPL_E_NOMEM (then off). */
+int ipl_bpe_set_cache(ipl_bpe_t *self, size_t max_entries, size_t max_bytes);
+
+/* The section cache's figures (zeros when off). */
+void ipl_bpe_cache_stats(const ipl_bpe_t *self, ipl_idcache_stats_t *out);
 
 /* One more than the largest id (vocabulary and added tokens). */
 uint32_t ipl_bpe_vocab_size(const ipl_bpe_t *self);

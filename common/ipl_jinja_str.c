@@ -231,19 +231,19 @@ ipl_jv_t ipl_jstr_strip(ipl_jv_t s, const ipl_jv_t *chars, char which)
         }
     }
     if (which != 'l') {
-        /* walk forward, remembering where the final run of strippable code points starts */
-        size_t i = start, run = n;
-        while (i < n) {
+        /* walk back from the end over strippable code points, O(what is stripped): a
+         * system prompt's `| trim` must not cost its length. A last byte that does not end a
+         * whole UTF-8 character is a character of its own, as ipl_utf8_next reads it going
+         * forward, so both directions cut the text into the same characters. */
+        while (end > start) {
+            size_t i = end - 1;
+            while (i > start && end - i < 4 && (p[i] & 0xC0) == 0x80)
+                i--;
             uint32_t cp;
-            size_t len = ipl_utf8_next(p + i, n - i, &cp);
-            if (cp != IPL_UNICODE_INVALID && s_in_chars(cp, chars)) {
-                if (run == n) run = i;
-            } else {
-                run = n;
-            }
-            i += len;
+            size_t len = ipl_utf8_next(p + i, end - i, &cp);
+            if (i + len != end || cp == IPL_UNICODE_INVALID || !s_in_chars(cp, chars)) break;
+            end = i;
         }
-        end = run;
     }
     return ipl_jv_str(s.u.s.p + start, end > start ? end - start : 0);
 }

@@ -23,6 +23,9 @@ struct ipl_prompt {
     ipl_tokenizer_t *tok;
     ipl_template_t *tmpl; /* NULL: ChatML */
     bool add_special;     /* plain prompts get the post-processor's specials (a folder) */
+    bool framed;          /* transformers' Llama/Gemma class: bos/eos below, not the file's */
+    int64_t bos, eos;     /* framed: the ids added around a plain prompt, -1 for none */
+    char *unrenderable;   /* template_fallback: why the template did not load, else NULL */
 };
 
 static bool s_exists(const char *dir, const char *name)
@@ -54,22 +57,77 @@ static cJSON *s_config(const char *dir)
     return config;
 }
 
-/* A model folder: the tokenizer, and the template when the folder has one. */
-static int s_open_dir(ipl_prompt_t *self, const char *dir, char *err, size_t errlen)
+/* The id of special token `tok` of tokenizer_config.json (a string, or an AddedToken object
+ * with "content"), or -1: an added token's content encodes to exactly its own id. */
+static int64_t s_special_id(const ipl_tokenizer_t *t, const cJSON *tok)
+{
+    const cJSON *content = cJSON_IsObject(tok) ? cJSON_GetObjectItemCaseSensitive(tok, "content")
+                                               : tok;
+    if (!cJSON_IsString(content) || !content->valuestring[0]) return -1;
+    size_t n = 0;
+    uint32_t *ids = ipl_tokenizer_encode(t, content->valuestring, strlen(content->valuestring), &n);
+    int64_t id = ids && n == 1 ? (int64_t)ids[0] : -1;
+    free(ids);
+    return id;
+}
+
+/* transformers' LlamaTokenizerFast and GemmaTokenizerFast (what AutoTokenizer, and so vLLM,
+ * loads for these tokenizer_class names) replace tokenizer.json's post-processor when they
+ * are created (update_post_processor): bos_token first when add_bos_token (default true),
+ * eos_token last when add_eos_token (default false). DeepSeek-V3's file, for one, has a
+ * ByteLevel post-processor that adds nothing, and add_bos_token true: vLLM's completions
+ * prompts start with <｜begin▁of▁sentence｜>. */
+static void s_framing(ipl_prompt_t *self, const cJSON *config)
+{
+    static const char *const classes[] = {"LlamaTokenizerFast", "LlamaTokenizer",
+                                          "GemmaTokenizerFast", "GemmaTokenizer",
+                                          "CodeLlamaTokenizerFast", "CodeLlamaTokenizer"};
+    const cJSON *cls = cJSON_GetObjectItemCaseSensitive(config, "tokenizer_class");
+    bool llama = false;
+    for (size_t i = 0; cJSON_IsString(cls) && i < sizeof classes / sizeof *classes; i++)
+        llama |= !strcmp(cls->valuestring, classes[i]);
+    if (!llama) return;
+    const cJSON *add_bos = cJSON_GetObjectItemCaseSensitive(config, "add_bos_token");
+    const cJSON *add_eos = cJSON_GetObjectItemCaseSensitive(config, "add_eos_token");
+    self->framed = true;
+    const cJSON *bos = cJSON_GetObjectItemCaseSensitive(config, "bos_token");
+    const cJSON *eos = cJSON_GetObjectItemCaseSensitive(config, "eos_token");
+    self->bos = cJSON_IsFalse(add_bos) ? -1 : s_special_id(self->tok, bos);
+    self->eos = cJSON_IsTrue(add_eos) ? s_special_id(self->tok, eos) : -1;
+}
+
+/* A model folder: the tokenizer, and the template when the folder has one (one that does
+ * not load, with `fallback`: none, and self->unrenderable says why). */
+static int s_open_dir(ipl_prompt_t *self, const char *dir, bool fallback, char *err,
+                      size_t errlen)
 {
     if (!(self->tok = ipl_tokenizer_open(dir, err, errlen))) return IPL_E_INVAL;
     cJSON *config = s_config(dir);
     const cJSON *bos = cJSON_GetObjectItemCaseSensitive(config, "add_bos_token");
     self->add_special = !cJSON_IsFalse(bos);
+    s_framing(self, config);
     bool templated = s_exists(dir, "chat_template.jinja") || s_exists(dir, "chat_template.json") ||
                      cJSON_GetObjectItemCaseSensitive(config, "chat_template");
     cJSON_Delete(config);
     if (!templated) return 0;
-    self->tmpl = ipl_template_load(dir, err, errlen);
-    return self->tmpl ? 0 : IPL_E_INVAL;
+    char why[1024] = "";
+    self->tmpl = ipl_template_load(dir, why, sizeof why);
+    if (self->tmpl) return 0;
+    if (!fallback || !strcmp(why, "out of memory")) {
+        ipl_errf(err, errlen, "%s", why);
+        return IPL_E_INVAL;
+    }
+    self->unrenderable = strdup(why[0] ? why : "the chat template does not load");
+    return self->unrenderable ? 0 : IPL_E_NOMEM;
 }
 
 ipl_prompt_t *ipl_prompt_open(const char *spec, char *err, size_t errlen)
+{
+    return ipl_prompt_open_opts(spec, NULL, err, errlen);
+}
+
+ipl_prompt_t *ipl_prompt_open_opts(const char *spec, const ipl_prompt_opts_t *opts, char *err,
+                                   size_t errlen)
 {
     if (err && errlen) err[0] = '\0';
     ipl_prompt_t *self = calloc(1, sizeof *self);
@@ -81,7 +139,7 @@ ipl_prompt_t *ipl_prompt_open(const char *spec, char *err, size_t errlen)
     int rc = 0;
     if (spec && *spec && strcmp(spec, "builtin") != 0 && stat(spec, &st) == 0 &&
         S_ISDIR(st.st_mode))
-        rc = s_open_dir(self, spec, err, errlen);
+        rc = s_open_dir(self, spec, opts && opts->template_fallback, err, errlen);
     else if (!(self->tok = ipl_tokenizer_open(spec, err, errlen)))
         rc = IPL_E_INVAL;
     if (rc != 0) ipl_prompt_destroy(&self);
@@ -95,6 +153,7 @@ void ipl_prompt_destroy(ipl_prompt_t **self_p)
     if (!self) return;
     ipl_tokenizer_destroy(&self->tok);
     ipl_template_destroy(&self->tmpl);
+    free(self->unrenderable);
     free(self);
     *self_p = NULL;
 }
@@ -107,6 +166,16 @@ const ipl_tokenizer_t *ipl_prompt_tokenizer(const ipl_prompt_t *self)
 bool ipl_prompt_has_template(const ipl_prompt_t *self)
 {
     return self->tmpl != NULL;
+}
+
+int ipl_prompt_set_cache(ipl_prompt_t *self, size_t max_entries, size_t max_bytes)
+{
+    return ipl_tokenizer_set_cache(self->tok, max_entries, max_bytes);
+}
+
+const char *ipl_prompt_unrenderable(const ipl_prompt_t *self)
+{
+    return self->unrenderable;
 }
 
 /* ---- vLLM's message preprocessing ------------------------------------------------------- */
@@ -246,6 +315,11 @@ int ipl_prompt_render(const ipl_prompt_t *self, const cJSON *messages, const cJS
         ipl_errf(err, errlen, "messages must be an array of message objects"); /* as ipl_chat */
         return IPL_E_INVAL;
     }
+    if (self->unrenderable) {
+        ipl_errf(err, errlen, "this model's chat template cannot be rendered here: %s",
+                 self->unrenderable);
+        return IPL_E_INVAL;
+    }
     if (!self->tmpl) {
         *out = ipl_chat_render(messages, add_generation_prompt, err, errlen);
         if (!*out) return err && *err && strcmp(err, "out of memory") ? IPL_E_INVAL : IPL_E_NOMEM;
@@ -268,6 +342,22 @@ uint32_t *ipl_prompt_encode(const ipl_prompt_t *self, const char *text, size_t l
                             size_t *n)
 {
     assert(self && n);
+    if (!chat && self->framed) { /* transformers' template around the plain ids (s_framing) */
+        uint32_t *ids = ipl_tokenizer_encode(self->tok, text, len, n);
+        uint32_t *out = ids ? realloc(ids, (*n + 2) * sizeof *ids) : NULL;
+        if (!out) {
+            free(ids);
+            *n = 0;
+            return NULL;
+        }
+        if (self->bos >= 0) {
+            memmove(out + 1, out, *n * sizeof *out);
+            out[0] = (uint32_t)self->bos;
+            (*n)++;
+        }
+        if (self->eos >= 0) out[(*n)++] = (uint32_t)self->eos;
+        return out;
+    }
     return !chat && self->add_special ? ipl_tokenizer_encode_with_special(self->tok, text, len, n)
                                       : ipl_tokenizer_encode(self->tok, text, len, n);
 }

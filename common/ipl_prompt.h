@@ -37,10 +37,34 @@ typedef struct ipl_prompt ipl_prompt_t;
 /* Opens a spec (see above). NULL with a message in err (names the file and the problem). */
 ipl_prompt_t *ipl_prompt_open(const char *spec, char *err, size_t errlen);
 
+/* How ipl_prompt_open_opts opens. Zero-initialise. */
+typedef struct {
+    /* A model folder whose chat template cannot be loaded (a construct ipl_template does not
+     * support, or a syntax error) opens anyway, without chats: ipl_prompt_unrenderable says
+     * why, and ipl_prompt_render refuses (IPL_E_INVAL) rather than render a wrong prompt.
+     * The gateway opens so and has a worker tokenize such chats (gateway_tokenize). Plain
+     * prompts encode as usual. A tokenizer that cannot be loaded still fails the open. */
+    bool template_fallback;
+} ipl_prompt_opts_t;
+
+/* ipl_prompt_open with options (NULL: none, = ipl_prompt_open). */
+ipl_prompt_t *ipl_prompt_open_opts(const char *spec, const ipl_prompt_opts_t *opts, char *err,
+                                   size_t errlen);
+
+/* NULL when this model renders chats itself (its template, or ChatML); else why it cannot
+ * (the template's load error, with file, line and column; opened with template_fallback).
+ * Borrowed, valid while self lives. */
+const char *ipl_prompt_unrenderable(const ipl_prompt_t *self);
+
 void ipl_prompt_destroy(ipl_prompt_t **self_p);
 
 /* The tokenizer (borrowed, valid while self lives), for decoding and generation. */
 const ipl_tokenizer_t *ipl_prompt_tokenizer(const ipl_prompt_t *self);
+
+/* The tokenizer's section cache (the prefix cache: ipl_bpe.h; on by default with
+ * IPL_BPE_CACHE_ENTRIES / IPL_BPE_CACHE_BYTES): other bounds, or off (either 0), e.g. for a
+ * cold benchmark. Not while another thread uses self. 0 or IPL_E_NOMEM. */
+int ipl_prompt_set_cache(ipl_prompt_t *self, size_t max_entries, size_t max_bytes);
 
 /* True when chats render with the model's own template, false for ChatML. */
 bool ipl_prompt_has_template(const ipl_prompt_t *self);
@@ -60,8 +84,12 @@ int ipl_prompt_render(const ipl_prompt_t *self, const struct cJSON *messages,
 /* Encodes text. chat: a rendered chat, encoded without special tokens (the template wrote
  * any BOS itself). Otherwise a plain prompt (/v1/completions): a model folder adds what its
  * tokenizer's post-processor adds (vLLM's add_special_tokens=True; Llama-3.1's BOS) unless
- * tokenizer_config.json says add_bos_token: false; "builtin" and a bare tokenizer.json add
- * nothing. Returns malloc'd ids (the caller frees) and *n; NULL on allocation failure. */
+ * tokenizer_config.json says add_bos_token: false — except that a tokenizer_class of
+ * transformers' Llama or Gemma tokenizers (LlamaTokenizerFast, GemmaTokenizerFast, ...) gets
+ * what those classes put in place of the file's post-processor: bos_token when add_bos_token
+ * (default true), eos_token when add_eos_token (DeepSeek-V3: its BOS, which its file's
+ * ByteLevel post-processor does not add); "builtin" and a bare tokenizer.json add nothing.
+ * Returns malloc'd ids (the caller frees) and *n; NULL on allocation failure. */
 uint32_t *ipl_prompt_encode(const ipl_prompt_t *self, const char *text, size_t len, bool chat,
                             size_t *n);
 

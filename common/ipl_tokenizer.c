@@ -241,6 +241,11 @@ uint32_t *ipl_tokenizer_encode_with_special(const ipl_tokenizer_t *self, const c
     return s_encode_builtin(text, len, n);
 }
 
+int ipl_tokenizer_set_cache(ipl_tokenizer_t *self, size_t max_entries, size_t max_bytes)
+{
+    return self->bpe ? ipl_bpe_set_cache(self->bpe, max_entries, max_bytes) : 0;
+}
+
 char *ipl_tokenizer_decode(const ipl_tokenizer_t *self, const uint32_t *ids, size_t n)
 {
     if (self->bpe) return ipl_bpe_decode(self->bpe, ids, n, NULL);

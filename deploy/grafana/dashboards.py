@@ -85,6 +85,8 @@ POOL = query_var("pool", "Pool", "label_values(inferplane_requests_total, pool)"
 TENANT = query_var("tenant", "Tenant", "label_values(inferplane_requests_total, tenant)",
                    multi=False)
 FAILED = 'outcome=~"rejected|rate_limited|queue_timeout|error"'
+POLICY_INFO = ("inferplane_policy_info == 1 or inferplane_decider_policy_info == 1 or "
+               "inferplane_gateway_policy_info == 1")
 
 
 def q(quantile, family, by, sel):
@@ -124,6 +126,30 @@ def cost_panel(b, sel, desc):
         "{{backend}}")], "currencyUSD", desc=desc)
 
 
+def pool_gauge(name, sel, extra=""):
+    """A decider's per-pool gauge, over decider replicas: each holds the whole state, so the
+    max, never the sum (docs/metrics.md, "Summing over replicas")."""
+    return "max by (pool%s) (%s{%s})" % (extra, name, sel)
+
+
+def pools_row(b, s):
+    b.row("Pools (deciders' view of the workers)")
+    b.panel("Requests queued and running on the workers", [
+        (pool_gauge("inferplane_decider_pool_requests_waiting", s), "{{pool}} waiting"),
+        (pool_gauge("inferplane_decider_pool_requests_running", s), "{{pool}} running")],
+        "short", desc="sums of the workers' vllm:num_requests_waiting and _running per pool")
+    b.panel("KV-cache usage (mean of the pool's workers)", [
+        (pool_gauge("inferplane_decider_pool_kv_cache_usage_ratio", s), "{{pool}}")],
+        "percentunit")
+    b.panel("Workers by KV state", [
+        (pool_gauge("inferplane_decider_pool_workers_by_kv_state", s, ", kv_state"),
+         "{{pool}} {{kv_state}}")], "short",
+        desc="degraded: routed by load only; unknown: no load report yet")
+    b.panel("Workers by health", [
+        (pool_gauge("inferplane_decider_pool_workers_by_health", s, ", health"),
+         "{{pool}} {{health}}")], "short")
+
+
 def overview():
     b = Board("inferplane-overview", "inferplane / cluster overview",
               "Every request through every gateway: traffic, outcomes, latency, tokens, cost.",
@@ -156,6 +182,7 @@ def overview():
         (q(0.99, "inferplane_request_e2e_seconds", ["pool"], s), "{{pool}} p99")], "s")
     b.panel("Queue wait per pool (requests that waited)", [
         (q(0.99, "inferplane_request_queue_wait_seconds", ["pool"], s), "{{pool}} p99")], "s")
+    pools_row(b, s)
     b.row("Tokens and cost")
     tokens_panel(b, s, "tokens per second (usage)")
     cost_panel(b, s, "USD per hour, from the providers' cost hints")
@@ -278,6 +305,9 @@ def control_plane():
     b.panel("Workers by KV state (aggregator)", [(
         "max by (kv_state) (inferplane_aggregator_workers_by_kv_state)", "{{kv_state}}")],
         "short", kind="stat", w=6, desc="max over aggregator replicas: each holds all the state")
+    b.panel("State age per pool (oldest worker report in a decider)", [(
+        "max by (pool) (inferplane_decider_pool_state_age_seconds)", "{{pool}}")], "s",
+        desc="how old the newest report of the pool's least recently heard worker is")
     b.panel("KV state per worker (collector: 0 exact, 1 syncing, 2 degraded)", [(
         "max by (worker) (inferplane_collector_kv_state)", "{{worker}}")], "short")
     b.panel("KV-event sequence gaps and resyncs", [
@@ -289,6 +319,11 @@ def control_plane():
         ("max by (instance) (inferplane_policy_version)", "policy {{instance}}"),
         ("max by (instance) (inferplane_decider_policy_version)", "decider {{instance}}")],
         "short", desc="every decider should show the policy service's version")
+    b.panel("Policies in use (distinct content hashes)", [
+        ("count(count by (hash) (%s))" % POLICY_INFO, "policies"),
+        ("count by (hash) (%s)" % POLICY_INFO, "{{hash}}")], "short",
+        kind="stat", w=6, desc="1: the policy service, every decider and every gateway run the "
+        "same policy; per hash, the processes that run it")
     b.panel("Policy errors and reloads", [
         ("max by (instance) (inferplane_policy_errors)", "errors {{instance}}"),
         ("sum(rate(inferplane_policy_reloads_total[RI]))", "reloads/s")], "short")

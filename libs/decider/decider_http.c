@@ -246,12 +246,20 @@ done:
 
 int decider_http_hash(decider_http_request_t *r, const ipl_prompt_t *prompt, uint64_t block_size)
 {
+    return decider_http_hash_for(r, prompt, NULL, block_size);
+}
+
+int decider_http_hash_for(decider_http_request_t *r, const ipl_prompt_t *prompt,
+                          const ipl_policy_t *policy, uint64_t block_size)
+{
     if (!r->text) return IPL_OK;
+    const char *lora = NULL; // borrowed from the policy, which outlives this call
+    if (policy) (void)decider_targets_resolve_lora(policy, r->model, 0, NULL, &lora);
     size_t ntok = 0;
     free(r->hashes);
     r->hashes = NULL;
     r->nhashes = 0;
-    int rc = ipl_prompt_blocks(prompt, r->text, strlen(r->text), r->chat, (size_t)block_size, NULL,
+    int rc = ipl_prompt_blocks(prompt, r->text, strlen(r->text), r->chat, (size_t)block_size, lora,
                                r->cache_salt, SIZE_MAX, &r->hashes, &r->nhashes, &ntok);
     if (rc != 0) return rc;
     r->prompt_tokens = ntok;
@@ -339,7 +347,8 @@ char *decider_http_render(const decider_decision_t *d, uint64_t prompt_tokens)
     if (w) {
         cJSON_AddStringToObject(root, "endpoint", w->url);
         cJSON_AddStringToObject(root, "worker", w->name);
-        cJSON_AddStringToObject(root, "model", w->model);
+        cJSON_AddStringToObject(root, "model", // a LoRA adapter is sent under its own name
+                                d->upstream_model ? d->upstream_model : w->model);
     } else if (provider) { // the backend's URL, never its credentials
         cJSON_AddStringToObject(root, "endpoint", d->backend->url);
         cJSON_AddStringToObject(root, "worker", d->provider->name);

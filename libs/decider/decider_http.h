@@ -66,6 +66,12 @@ int decider_http_parse(const char *body, size_t len, const ipl_prompt_t *prompt,
  * req.prompt_tokens. No-op for block_hashes. 0 or IPL_E_NOMEM. */
 int decider_http_hash(decider_http_request_t *r, const ipl_prompt_t *prompt, uint64_t block_size);
 
+/* decider_http_hash in the hash space the request's model names in `policy` (NULL: the base
+ * model's): a LoRA adapter's (decider_targets_resolve_lora, as the gateway and the router
+ * resolve it), and the request's cache_salt. 0 or IPL_E_NOMEM. */
+int decider_http_hash_for(decider_http_request_t *r, const ipl_prompt_t *prompt,
+                          const ipl_policy_t *policy, uint64_t block_size);
+
 void decider_http_request_clear(decider_http_request_t *r);
 
 /* The block size the pool serving `model` uses (16 when no pool serves it). */

@@ -9,9 +9,12 @@
 #include <string.h>
 
 #include "decider_follow.h"
+#include "decider_pool_metrics.h"
+#include "ipl_clock.h"
 #include "ipl_drops.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
+#include "policy_info.h"
 
 struct decider_metrics {
     ipl_metrics_t *metrics;
@@ -24,7 +27,9 @@ struct decider_metrics {
     ipl_metric_t **m_decisions; // one per reason, + "other" (never expected)
     ipl_metric_t *m_latency;
     ipl_metric_t *m_resyncs[DECIDER_RESYNC_NREASONS];
-    pthread_mutex_t collect_lock; // counters mirrored from stats at render time
+    pthread_mutex_t collect_lock;  // counters mirrored from stats at render time
+    decider_pool_metrics_t *pools; // per-pool gauges (under collect_lock)
+    policy_info_t *policy_info;    // inferplane_decider_policy_info
 };
 
 void decider_metrics_drop(decider_metrics_t *self, const char *socket, const char *reason)
@@ -110,6 +115,8 @@ static void s_collect(void *arg, ipl_metrics_t *m)
                                      NULL),
                    decider_router_mean_request_tokens(self->router));
     double workers = 0, blocks = 0, memberships = 0;
+    ipl_policy_snap_t *snap = ipl_policy_view_get(self->policy);
+    policy_info_set(self->policy_info, snap ? snap->policy->hash : 0);
     decider_sync_rdlock(self->sync);
     const decider_state_t *state = decider_sync_state(self->sync);
     if (state) {
@@ -118,7 +125,11 @@ static void s_collect(void *arg, ipl_metrics_t *m)
         blocks = (double)ipl_index_blocks(index);
         memberships = (double)ipl_index_memberships(index);
     }
+    pthread_mutex_lock(&self->collect_lock);
+    decider_pool_metrics_update(self->pools, snap ? snap->policy : NULL, state, ipl_mono_ms());
+    pthread_mutex_unlock(&self->collect_lock);
     decider_sync_unlock(self->sync);
+    if (snap) ipl_policy_view_release(self->policy, &snap);
     ipl_metric_set(ipl_metrics_gauge(m, "inferplane_decider_state_workers",
                                      "Workers the replica knows.", NULL),
                    workers);
@@ -174,7 +185,11 @@ decider_metrics_t *decider_metrics_new(ipl_metrics_t *metrics,
     self->policy = sources->policy;
     self->router = sources->router;
     pthread_mutex_init(&self->collect_lock, NULL);
-    if (s_metrics_init(self) != IPL_OK) {
+    self->pools = decider_pool_metrics_new(metrics);
+    self->policy_info = policy_info_new(metrics, "inferplane_decider_policy_info",
+                                        "1 for the content hash of the policy in use (hash \"\": "
+                                        "none yet; the hashes used before read 0).");
+    if (!self->pools || !self->policy_info || s_metrics_init(self) != IPL_OK) {
         decider_metrics_destroy(&self);
         return NULL;
     }
@@ -186,6 +201,8 @@ void decider_metrics_destroy(decider_metrics_t **self_p)
     if (!self_p || !*self_p) return;
     decider_metrics_t *self = *self_p;
     pthread_mutex_destroy(&self->collect_lock);
+    decider_pool_metrics_destroy(&self->pools);
+    policy_info_destroy(&self->policy_info);
     free(self->m_decisions);
     free(self);
     *self_p = NULL;

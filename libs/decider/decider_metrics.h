@@ -14,6 +14,10 @@
  *   inferplane_decider_resyncs_total{reason}     mirrors decider_sync's counters
  *   inferplane_decider_peer_routed_total{event}  mirrors decider_peers' counters
  *   inferplane_decider_policy_version
+ *   inferplane_decider_policy_info{hash}         1 for the policy in use (policy_digest's
+ *                                                hash), the ones used before at 0
+ *   inferplane_decider_pool_*{pool,...}          decider_pool_metrics: the policy's pools
+ *                                                from the replica's LOADs
  *   inferplane_decider_optimistic_blocks, _mean_request_tokens   the router
  *
  * Ownership: `metrics` and the sources are borrowed and must outlive the

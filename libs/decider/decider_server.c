@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 #include <czmq.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,17 +171,50 @@ static uint64_t s_conn(zmq_msg_t *identity)
     return ipl_hash_bytes(zmq_msg_data(identity), zmq_msg_size(identity));
 }
 
+// Whether decisions are logged (--log-level debug): one relaxed atomic load per decision, and
+// only then are decisions explained (the notes and detail a terse decision skips).
+static bool s_log_decisions(void)
+{
+    return ipl_log_get_level() <= IPL_LOG_DEBUG;
+}
+
+// The debug line of one decision: `request_id` (ROUTE_REQ.request_id, the HTTP request's
+// x-request-id; NULL or "": "-") ties it to the gateway's, the worker's and the exporter's
+// lines about the same request; `detail` is the router's explanation.
+static void s_log_decision(const char *via, const char *request_id, const decider_request_t *req,
+                           const decider_decision_t *d)
+{
+    char id[160], detail[sizeof d->detail + 16], tenant[160];
+    const char *where = d->target == DECIDER_TARGET_PROVIDER && d->provider ? d->provider->name
+                        : d->worker                                         ? d->worker->name
+                                                                            : "-";
+    IPL_DEBUG("decision",
+              "id=%s via=%s tenant=%s model=%s status=%d reason=%s strategy=%s pool=%s "
+              "target=%s predicted_ttft_ms=%.2f cached=%" PRIu64 " prompt=%" PRIu64
+              " rule=%s%s%s detail=%s",
+              ipl_log_quote(id, sizeof id, request_id && *request_id ? request_id : "-"), via,
+              ipl_log_quote(tenant, sizeof tenant, req->tenant && *req->tenant ? req->tenant : "-"),
+              req->model ? req->model : "-", d->status, d->reason ? d->reason : "-",
+              d->strategy ? d->strategy : "-", d->pool ? d->pool->name : "-", where,
+              d->predicted_ttft_s * 1e3, d->cached_tokens, d->prompt_tokens,
+              d->rule ? d->rule->policy : "-", d->rule ? "/" : "", d->rule ? d->rule->name : "",
+              ipl_log_quote(detail, sizeof detail, d->detail));
+}
+
 // A ROUTE_REQ: decide, remember the decision for its OBSERVED, answer.
 static void s_route_req(decider_server_t *self, void *raw, zmq_msg_t *identity,
                         const ipl_route_req_t *rq)
 {
     decider_request_t req = decider_wire_request(rq);
+    bool log = s_log_decisions();
+    if (log) req.terse = false; // the explanation is what the line is for
     ipl_policy_snap_t *snap = ipl_policy_view_get(self->policy);
     decider_decision_t *d = &self->decision;
     bool observe = s_decide(self, snap, &req, d) == IPL_ROUTE_OK &&
                    decider_router_remember(self->router, s_conn(identity), rq->req_id, d,
                                            ipl_mono_ms()) == IPL_OK;
     s_reply(self, raw, identity, rq->req_id, d, observe, rq->brief && !rq->explain);
+    if (log) s_log_decision("route_req", rq->request_id, &req, d);
     ipl_policy_view_release(self->policy, &snap);
 }
 
@@ -524,7 +558,7 @@ static void s_http_route(void *arg, const ipl_http_req_t *hreq, ipl_http_resp_t 
     }
     ipl_policy_snap_t *snap = ipl_policy_view_get(self->policy);
     uint64_t bs = decider_http_block_size(snap ? snap->policy : NULL, r.model);
-    if (decider_http_hash(&r, self->prompt, bs) != IPL_OK) {
+    if (decider_http_hash_for(&r, self->prompt, snap ? snap->policy : NULL, bs) != IPL_OK) {
         ipl_policy_view_release(self->policy, &snap);
         decider_http_request_clear(&r);
         ipl_http_resp_error(resp, 500, "server_error", "out of memory");
@@ -533,6 +567,8 @@ static void s_http_route(void *arg, const ipl_http_req_t *hreq, ipl_http_resp_t 
     decider_decision_t d;
     decider_decision_init(&d);
     s_decide(self, snap, &r.req, &d);
+    if (s_log_decisions())
+        s_log_decision("http", ipl_http_req_header(hreq, "x-request-id"), &r.req, &d);
     uint64_t prompt_tokens =
         r.req.prompt_tokens ? r.req.prompt_tokens : (uint64_t)r.req.nhashes * bs;
     char *json = decider_http_render(&d, prompt_tokens);

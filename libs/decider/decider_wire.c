@@ -53,7 +53,8 @@ int decider_wire_reply(decider_wire_t *self, uint64_t req_id, const decider_deci
         .worker = w ? w->name : provider ? d->provider->name : "",
         .url = w ? w->url : provider ? d->backend->url : "",
         .pool = d->pool ? d->pool->name : "",
-        .model = w ? w->model : provider ? (char *)d->upstream_model : "",
+        .model = w ? (char *)(d->upstream_model ? d->upstream_model : w->model) // a LoRA adapter
+                   : provider ? (char *)d->upstream_model : "",
         .predicted_ttft_s = w || provider ? d->predicted_ttft_s : 0,
         .cached_tokens = w ? d->cached_tokens : 0,
         .state_seq = d->state_seq,

@@ -100,7 +100,8 @@ typedef struct {
     decider_target_kind_t target;
     const ipl_provider_t *provider; /* PROVIDER: the provider, its backend, the model name */
     const ipl_backend_t *backend;   /* to send (remote name) */
-    const char *upstream_model;
+    const char *upstream_model;     /* WORKER: the LoRA adapter requested (the model to send), */
+                                    /* or NULL: the worker's own model */
     const ipl_rule_t *rule;  /* the InferencePolicy rule that decided, or NULL */
     unsigned http_status;    /* REJECTED: the HTTP status */
     uint64_t retry_after_ms; /* DEFERRED: ask again after */

@@ -248,6 +248,7 @@ typedef struct {
     unsigned fallback;   // bit per decider_fallback_t
     int least_over;      // the least loaded candidate above max_queue, or -1
     bool ledger_matched; // the ledger matched this request's hashes (s_commit reuses it)
+    const char *lora;    // the LoRA adapter requested (decider_targets_resolve_lora), or NULL
 } s_ctx_t;
 
 static void s_predict(decider_router_t *self, s_ctx_t *ctx)
@@ -453,6 +454,10 @@ static uint32_t s_candidates(decider_router_t *self, s_ctx_t *ctx, const ipl_pol
         c->c.note = c->note;
         c->set = pw->worker_set && *pw->worker_set ? pw->worker_set : pw->model;
         s_ids(self, policy, state, i, &c->state_id, &c->ledger_id);
+        if (!decider_targets_worker_serves(pw, ctx->lora)) {
+            decider_candidate_note(c, "does not serve LoRA adapter %s", ctx->lora);
+            continue;
+        }
         const decider_worker_t *w =
             c->state_id >= 0 && c->state_id < nstate ? &workers[c->state_id] : NULL;
         if (!w || !w->has_load) {
@@ -638,6 +643,7 @@ static int s_local(decider_router_t *self, s_ctx_t *ctx, const ipl_policy_t *pol
         out->set = win->set;
         out->features = win->x;
         out->target = DECIDER_TARGET_WORKER;
+        out->upstream_model = ctx->lora; // an adapter is sent under its own name, as vLLM serves it
     }
     return out->status;
 }
@@ -946,10 +952,11 @@ int decider_router_route_at(decider_router_t *self, const ipl_policy_t *policy,
     pthread_mutex_lock(&self->lock);
     self->policy_note[0] = '\0';
     const ipl_alias_t *alias = NULL;
+    const char *lora = NULL;
     const ipl_pool_t *pool =
         decider_targets_any_alias(policy)
-            ? decider_targets_resolve(policy, req->model, s_unit(&self->rng), &alias)
-            : decider_targets_pool_by_model(policy, req->model);
+            ? decider_targets_resolve_lora(policy, req->model, s_unit(&self->rng), &alias, &lora)
+            : decider_targets_resolve_lora(policy, req->model, 0, NULL, &lora);
     s_ctx_t ctx = {
         .pick = {.req = req,
                  .out = out,
@@ -960,6 +967,7 @@ int decider_router_route_at(decider_router_t *self, const ipl_policy_t *policy,
                  .optimistic_ttl_ms = self->config.optimistic_ttl_ms,
                  .explain = !self->config.offline.terse && !req->terse},
         .least_over = -1,
+        .lora = lora,
     };
     s_plan_t plan = {0};
     if (!pool && !rules) {
@@ -1017,7 +1025,8 @@ int decider_router_route_at(decider_router_t *self, const ipl_policy_t *policy,
     }
     for (uint32_t i = 0; alias && i < alias->failover_len && out->status != IPL_ROUTE_OK; i++) {
         const ipl_pool_t *next = // a model or an alias, or a pool's name
-            decider_targets_resolve(policy, alias->failover[i], s_unit(&self->rng), NULL);
+            decider_targets_resolve_lora(policy, alias->failover[i], s_unit(&self->rng), NULL,
+                                         &ctx.lora);
         if (!next) next = decider_targets_pool_by_name(policy, alias->failover[i]);
         if (!next || next == out->pool) continue;
         if (s_prepare(self, &ctx, policy, next, state, state_age_ms, wall_ms, mono_ms) != 0) break;

@@ -66,15 +66,49 @@ static const ipl_alias_target_t *s_draw(const ipl_policy_t *policy, const ipl_al
     return last; // draw rounding up to 1
 }
 
+bool decider_targets_worker_serves(const ipl_worker_t *worker, const char *lora)
+{
+    if (!lora) return true;
+    for (uint32_t i = 0; worker->lora_adapters && i < worker->lora_adapters_len; i++)
+        if (s_eq(worker->lora_adapters[i], lora)) return true;
+    return false;
+}
+
+// The pool whose model is `name`; else, when a worker set targeted by a pool lists `name` as
+// a LoRA adapter, that pool, with *lora the adapter's name (borrowed from the policy).
+static const ipl_pool_t *s_pool_or_lora(const ipl_policy_t *policy, const char *name,
+                                        const char **lora)
+{
+    const ipl_pool_t *pool = decider_targets_pool_by_model(policy, name);
+    for (uint32_t w = 0; !pool && name && w < policy->workers_len; w++) {
+        const ipl_worker_t *wk = &policy->workers[w];
+        for (uint32_t i = 0; wk->lora_adapters && i < wk->lora_adapters_len; i++) {
+            if (!s_eq(wk->lora_adapters[i], name)) continue;
+            pool = decider_targets_pool_by_name(policy, wk->pool);
+            if (pool && lora) *lora = wk->lora_adapters[i];
+            break;
+        }
+    }
+    return pool;
+}
+
 const ipl_pool_t *decider_targets_resolve(const ipl_policy_t *policy, const char *model,
                                           double draw, const ipl_alias_t **alias_out)
 {
+    return decider_targets_resolve_lora(policy, model, draw, alias_out, NULL);
+}
+
+const ipl_pool_t *decider_targets_resolve_lora(const ipl_policy_t *policy, const char *model,
+                                               double draw, const ipl_alias_t **alias_out,
+                                               const char **lora_out)
+{
     if (alias_out) *alias_out = NULL;
+    if (lora_out) *lora_out = NULL;
     if (!(draw >= 0 && draw < 1)) draw = 0;
     const char *name = model;
     for (int depth = 0; name && depth <= DECIDER_TARGETS_MAX_DEPTH; depth++) {
         const ipl_alias_t *alias = decider_targets_alias(policy, name);
-        if (!alias) return decider_targets_pool_by_model(policy, name);
+        if (!alias) return s_pool_or_lora(policy, name, lora_out);
         if (alias_out && !*alias_out) *alias_out = alias;
         const ipl_alias_target_t *t = s_draw(policy, alias, &draw);
         if (!t) return NULL;

@@ -40,6 +40,26 @@ const ipl_alias_t *decider_targets_alias(const ipl_policy_t *policy, const char 
  */
 const ipl_pool_t *decider_targets_resolve(const ipl_policy_t *policy, const char *model,
                                           double draw, const ipl_alias_t **alias_out);
+/* (decider_targets_resolve_lora with lora_out NULL: a LoRA adapter resolves to its pool.) */
+
+/*
+ * decider_targets_resolve, and the LoRA adapter the request is for. A requested name (or the
+ * model an alias leads to) that is no pool's model but a LoRA adapter some worker set lists
+ * (spec.loraAdapters, carried on each worker: ipl_worker_t.lora_adapters) resolves to the pool
+ * of the first such worker set, and *lora_out (when not NULL) gets the adapter's name
+ * (borrowed from the policy), else NULL: the request goes only to the workers that list it
+ * (decider_targets_worker_serves) and its prompt is hashed in the adapter's space
+ * (ipl_prompt_hashes' lora_name), as vLLM keys an adapter's blocks with its name. A pool's
+ * model or an alias of the same name wins over an adapter. The gateway, the decider's
+ * POST /v1/route, the router and inferplanectl all resolve through this one function.
+ */
+const ipl_pool_t *decider_targets_resolve_lora(const ipl_policy_t *policy, const char *model,
+                                               double draw, const ipl_alias_t **alias_out,
+                                               const char **lora_out);
+
+/* Whether `worker` may serve a request for LoRA adapter `lora` (NULL: a base-model request,
+ * always true): its worker set lists it. */
+bool decider_targets_worker_serves(const ipl_worker_t *worker, const char *lora);
 
 /* Whether the policy has any alias (the router skips resolution when not). */
 bool decider_targets_any_alias(const ipl_policy_t *policy);

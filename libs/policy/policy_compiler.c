@@ -1047,6 +1047,8 @@ int policy_compiler_finish(policy_compiler_t *self, const char *source)
                 .block_size = set->block_size,
                 .worker_set = (char *)set->name,
                 .messages_api = set->pub.messages_api,
+                .lora_adapters = (char **)set->pub.lora_adapters,
+                .lora_adapters_len = (uint32_t)set->pub.nlora_adapters,
             };
         }
     }

@@ -85,6 +85,10 @@ static void s_workers(cJSON *root, const ipl_policy_t *p)
         cJSON_AddStringToObject(o, "metrics_url", s_str(w->metrics_url));
         cJSON_AddNumberToObject(o, "block_size", (double)w->block_size);
         cJSON_AddStringToObject(o, "worker_set", s_str(w->worker_set));
+        if (w->lora_adapters_len) // only when set: the digests of policies without stay put
+            cJSON_AddItemToObject(o, "lora_adapters",
+                                  cJSON_CreateStringArray((const char *const *)w->lora_adapters,
+                                                          (int)w->lora_adapters_len));
         cJSON_AddItemToArray(workers, o);
     }
 }

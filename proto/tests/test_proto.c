@@ -485,10 +485,13 @@ static void s_pack_policy_worker(msgpack_sbuffer *buf, size_t nfields)
     msgpack_pack_array(&pk, nfields);
     for (size_t i = 0; i < nfields; i++) {
         const ipl_proto_field_t *f = &worker->fields[i];
-        if (f->type == IPL_FT_U64)
+        if (f->type == IPL_FT_U64) {
             msgpack_pack_uint64(&pk, 16);
-        else
-            msgpack_pack_str_with_body(&pk, f->name, strlen(f->name));
+            continue;
+        }
+        if (f->type == IPL_FT_STRS) /* lora_adapters: one element, its field's name */
+            msgpack_pack_array(&pk, 1);
+        msgpack_pack_str_with_body(&pk, f->name, strlen(f->name));
     }
 }
 
@@ -529,6 +532,8 @@ static void test_optional_struct_fields_may_be_absent(void **state)
     s_pack_policy_worker(&buf, worker->nfields);
     assert_int_equal(ipl_msg_decode(buf.data, buf.size, &out), IPL_OK);
     assert_string_equal(out.u.policy.workers[0].worker_set, "worker_set");
+    assert_int_equal(out.u.policy.workers[0].lora_adapters_len, 1);
+    assert_string_equal(out.u.policy.workers[0].lora_adapters[0], "lora_adapters");
     ipl_msg_clear(&out);
 
     msgpack_sbuffer_clear(&buf);

@@ -1,8 +1,10 @@
 /*
- * ROUTE_REQ.avoid (opt_strs, the last field): the names a gateway's retry avoids round-trip, a
- * frame from a gateway that predates the field (it ends at `headers`) decodes with none, and a
- * malformed avoid list (not an array, a non-string or nil element, an oversized name) is
- * rejected with the codec's errors.
+ * ROUTE_REQ.avoid (opt_strs): the names a gateway's retry avoids round-trip, a frame from a
+ * gateway that predates the field (it ends at `headers`) decodes with none, and a malformed
+ * avoid list (not an array, a non-string or nil element, an oversized name) is rejected with
+ * the codec's errors. ROUTE_REQ.request_id (opt_str, the last field) likewise: round-trips,
+ * reads NULL from senders that predate it (they end at `avoid`), and a wrong type or an
+ * oversized id is rejected.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -34,7 +36,8 @@ static ipl_route_req_t s_req(void)
                              .labels = s_labels,
                              .labels_len = 1,
                              .avoid = s_avoid,
-                             .avoid_len = 2};
+                             .avoid_len = 2,
+                             .request_id = "req-42"};
 }
 
 static void test_avoid_round_trips(void **state)
@@ -53,6 +56,7 @@ static void test_avoid_round_trips(void **state)
     assert_string_equal(q->avoid[1], "cloud-backend");
     assert_int_equal(q->labels_len, 1);
     assert_int_equal(q->hashes_len, 3);
+    assert_string_equal(q->request_id, "req-42");
     ipl_msg_clear(&out);
     /* none: an empty list */
     rq.avoid = NULL;
@@ -75,13 +79,12 @@ static size_t s_field(const char *name)
     return 0;
 }
 
-/* A ROUTE_REQ frame by hand: the fields before `avoid` (as a sender that predates it packs
- * them), then, when `tail` is set, `tail(pk)` as the avoid field. */
-static void s_pack(msgpack_sbuffer *buf, void (*tail)(msgpack_packer *pk))
+/* A ROUTE_REQ frame by hand: the fields before `field` (as a sender that predates it packs
+ * them; `avoid` packed empty), then, when `tail` is set, `tail(pk)` as `field`. */
+static void s_pack_upto(msgpack_sbuffer *buf, const char *field, void (*tail)(msgpack_packer *pk))
 {
-    size_t navoid = s_field("avoid");
+    size_t navoid = s_field(field);
     const ipl_proto_struct_t *sd = ipl_proto_msg_desc(IPL_MSG_ROUTE_REQ)->body;
-    assert_int_equal(navoid + 1, sd->nfields); /* the last field */
     msgpack_packer pk;
     msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
     msgpack_pack_array(&pk, (uint32_t)(2 + navoid + (tail ? 1 : 0)));
@@ -94,9 +97,14 @@ static void s_pack(msgpack_sbuffer *buf, void (*tail)(msgpack_packer *pk))
         else if (f->type == IPL_FT_STR)
             msgpack_pack_str_with_body(&pk, f->name, strlen(f->name));
         else
-            msgpack_pack_array(&pk, 0); /* hashes, labels, headers */
+            msgpack_pack_array(&pk, 0); /* hashes, labels, headers, avoid */
     }
     if (tail) tail(&pk);
+}
+
+static void s_pack(msgpack_sbuffer *buf, void (*tail)(msgpack_packer *pk))
+{
+    s_pack_upto(buf, "avoid", tail);
 }
 
 static void test_old_senders_decode_with_no_avoid(void **state)
@@ -189,12 +197,98 @@ static void test_malformed_avoid_is_rejected(void **state)
     }
 }
 
+static void test_request_id_is_the_last_field(void **state)
+{
+    (void)state;
+    const ipl_proto_struct_t *sd = ipl_proto_msg_desc(IPL_MSG_ROUTE_REQ)->body;
+    assert_int_equal(s_field("request_id") + 1, sd->nfields);
+    assert_int_equal(s_field("avoid") + 2, sd->nfields);
+}
+
+static void test_request_id_absent_or_nil_reads_null(void **state)
+{
+    (void)state;
+    ipl_route_req_t rq = s_req();
+    rq.request_id = NULL; /* encoded as nil */
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    assert_int_equal(ipl_msg_encode(IPL_MSG_ROUTE_REQ, &rq, &buf), IPL_OK);
+    ipl_msg_t out;
+    assert_int_equal(ipl_msg_decode(buf.data, buf.size, &out), IPL_OK);
+    assert_null(out.u.route_req.request_id);
+    assert_int_equal(out.u.route_req.avoid_len, 2);
+    ipl_msg_clear(&out);
+    /* a sender that predates the field: the frame ends at avoid */
+    msgpack_sbuffer_clear(&buf);
+    s_pack_upto(&buf, "request_id", NULL);
+    assert_int_equal(ipl_msg_decode(buf.data, buf.size, &out), IPL_OK);
+    assert_null(out.u.route_req.request_id);
+    assert_string_equal(out.u.route_req.model, "model");
+    ipl_msg_clear(&out);
+    msgpack_sbuffer_destroy(&buf);
+}
+
+static void s_id_good(msgpack_packer *pk)
+{
+    msgpack_pack_str_with_body(pk, "abc-1", 5);
+}
+
+static void s_id_number(msgpack_packer *pk)
+{
+    msgpack_pack_uint64(pk, 5);
+}
+
+static void s_id_array(msgpack_packer *pk)
+{
+    msgpack_pack_array(pk, 1);
+    msgpack_pack_str_with_body(pk, "x", 1);
+}
+
+static void s_id_oversized(msgpack_packer *pk)
+{
+    static char big[IPL_PROTO_MAX_STR + 1];
+    memset(big, 'r', sizeof big);
+    msgpack_pack_str_with_body(pk, big, sizeof big);
+}
+
+static void test_malformed_request_id_is_rejected(void **state)
+{
+    (void)state;
+    struct {
+        void (*tail)(msgpack_packer *);
+        int rc;
+    } cases[] = {
+        {s_id_good, IPL_OK},
+        {s_id_number, IPL_E_TYPE},
+        {s_id_array, IPL_E_TYPE},
+        {s_id_oversized, IPL_E_RANGE},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        msgpack_sbuffer buf;
+        msgpack_sbuffer_init(&buf);
+        s_pack_upto(&buf, "request_id", cases[i].tail);
+        ipl_msg_t out;
+        int rc = ipl_msg_decode(buf.data, buf.size, &out);
+        assert_int_equal(rc, cases[i].rc);
+        if (rc == IPL_OK) {
+            assert_string_equal(out.u.route_req.request_id, "abc-1");
+            ipl_msg_clear(&out);
+        } else {
+            assert_null(out.arena);
+        }
+        msgpack_sbuffer_destroy(&buf);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_avoid_round_trips),
         cmocka_unit_test(test_old_senders_decode_with_no_avoid),
         cmocka_unit_test(test_malformed_avoid_is_rejected),
+        cmocka_unit_test(test_request_id_is_the_last_field),
+        cmocka_unit_test(test_request_id_absent_or_nil_reads_null),
+        cmocka_unit_test(test_malformed_request_id_is_rejected),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,6 +10,7 @@
 #include "exporter_series.h"
 
 #include <czmq.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -456,6 +457,24 @@ void exporter_series_drop(exporter_series_t *self, const char *reason, const cha
     atomic_fetch_add(&self->dropped, 1);
 }
 
+/* The debug line of one record (--log-level debug): its request id ties it to the gateway's,
+ * the decider's and the worker's lines about the same request. The caller checked the level,
+ * so the quoting costs nothing otherwise. */
+static void s_log_record(const ipl_record_t *r)
+{
+    char id[160], tenant[160], model[160], outcome[40];
+    IPL_DEBUG("record",
+              "id=%s tenant=%s model=%s pool=%s worker=%s status=%" PRIu64 " outcome=%s reason=%s "
+              "ttft_ms=%.1f e2e_ms=%.1f prompt=%" PRIu64 " cached=%" PRIu64 " completion=%" PRIu64,
+              ipl_log_quote(id, sizeof id, r->request_id && *r->request_id ? r->request_id : "-"),
+              ipl_log_quote(tenant, sizeof tenant, r->tenant && *r->tenant ? r->tenant : "-"),
+              ipl_log_quote(model, sizeof model, r->model && *r->model ? r->model : "-"),
+              r->pool && *r->pool ? r->pool : "-", r->worker && *r->worker ? r->worker : "-",
+              r->status_code, ipl_log_quote(outcome, sizeof outcome, r->outcome ? r->outcome : "-"),
+              r->reason && *r->reason ? r->reason : "-", r->ttft_s * 1e3, r->e2e_s * 1e3,
+              r->prompt_tokens, r->cached_tokens, r->completion_tokens);
+}
+
 int exporter_series_frame(exporter_series_t *self, const void *buf, size_t len)
 {
     assert(self);
@@ -470,6 +489,7 @@ int exporter_series_frame(exporter_series_t *self, const void *buf, size_t len)
         ipl_msg_clear(&msg);
         return IPL_E_UNKNOWN;
     }
+    if (ipl_log_get_level() <= IPL_LOG_DEBUG) s_log_record(&msg.u.record);
     exporter_series_apply(self, &msg.u.record);
     ipl_msg_clear(&msg);
     return 0;

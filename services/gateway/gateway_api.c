@@ -97,7 +97,12 @@ static int s_parse_chat(gateway_api_req_t *req, cJSON *root, const ipl_prompt_t 
         s_optional(root, "tools", cJSON_IsArray, "an array", &tools, err))
         return IPL_E_INVAL;
     char why[256] = "";
-    int rc = ipl_prompt_render(prompt, messages, tools, !cJSON_IsFalse(agp), cJSON_IsTrue(cont),
+    int rc = 0;
+    req->worker_tokenize = ipl_prompt_unrenderable(prompt) != NULL; /* gateway_tokenize */
+    if (req->worker_tokenize)
+        rc = (req->prompt = strdup("")) ? 0 : IPL_E_NOMEM;
+    else
+        rc = ipl_prompt_render(prompt, messages, tools, !cJSON_IsFalse(agp), cJSON_IsTrue(cont),
                                kwargs, &req->prompt, NULL, why, sizeof(why));
     if (rc == IPL_E_NOMEM) {
         gateway_api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
@@ -241,6 +246,29 @@ int gateway_api_parse(gateway_api_kind_t kind, const char *body, size_t len,
 fail:
     gateway_api_req_destroy(&req);
     return rc;
+}
+
+char *gateway_api_tokenize_body(const gateway_api_req_t *req, size_t *len)
+{
+    assert(req && len);
+    *len = 0;
+    if (req->kind != GATEWAY_API_CHAT) return NULL;
+    static const char *const copied[] = {"model", "messages", "tools", "add_generation_prompt",
+                                         "continue_final_message", "chat_template_kwargs"};
+    cJSON *body = cJSON_CreateObject();
+    bool ok = body != NULL;
+    for (size_t i = 0; ok && i < sizeof copied / sizeof *copied; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(req->root, copied[i]);
+        if (!v || cJSON_IsNull(v)) continue;
+        cJSON *dup = cJSON_Duplicate(v, true);
+        ok = dup && cJSON_AddItemToObject(body, copied[i], dup);
+        if (!ok) cJSON_Delete(dup);
+    }
+    ok = ok && cJSON_AddFalseToObject(body, "add_special_tokens");
+    char *text = ok ? cJSON_PrintUnformatted(body) : NULL;
+    cJSON_Delete(body);
+    if (text) *len = strlen(text);
+    return text;
 }
 
 void gateway_api_req_destroy(gateway_api_req_t **self_p)

@@ -53,6 +53,8 @@ typedef struct gateway_api_req {
     bool chat;              /* prompt is a rendered chat (encoded without special tokens) */
     const char *cache_salt; /* vLLM's "cache_salt", or NULL */
     size_t prompts;         /* completions: number of prompts in the batch (1 for chat) */
+    bool worker_tokenize;   /* a chat the gateway's model cannot render (prompt is ""): its
+                               ids come from a worker (gateway_api_tokenize_body) */
     /* private */
     void *root;       /* cJSON tree of the body */
     const char *body; /* borrowed original body, for pass-through */
@@ -73,6 +75,14 @@ void gateway_api_req_destroy(gateway_api_req_t **self_p);
  * to the request's model, else the body re-serialised with "model" replaced. NULL on
  * allocation failure. *len receives the length (not counting the NUL). */
 char *gateway_api_upstream_body(const gateway_api_req_t *req, const char *model, size_t *len);
+
+/* For a chat: vLLM's POST /tokenize body (messages form) asking for the ids this request's
+ * conversation prefills: "model", "messages", "tools", "add_generation_prompt",
+ * "continue_final_message", "chat_template_kwargs" as the request has them, and
+ * "add_special_tokens": false (a chat's template writes its specials). Serialised without
+ * whitespace, keys in that order, so one conversation gives one body. malloc'd, *len its
+ * length; NULL for a completions request or on allocation failure. */
+char *gateway_api_tokenize_body(const gateway_api_req_t *req, size_t *len);
 
 /* A malloc'd OpenAI error body. `param` and `code` may be NULL (JSON null). */
 char *gateway_api_error_body(const char *type, const char *message, const char *param,

@@ -43,6 +43,7 @@
 #include "gateway_rule_headers.h"
 #include "policy_labeller.h"
 #include "gateway_sse.h"
+#include "gateway_tokenize.h"
 #include "gateway_verdict.h"
 #include "ipl_clock.h"
 #include "ipl_error.h"
@@ -52,6 +53,7 @@
 #include "ipl_proto.h"
 #include "ipl_prompt.h"
 #include "policy_digest.h"
+#include "policy_info.h"
 
 #define S_ID_MAX           64         /* request ids and tenants accepted from clients */
 #define S_HEADER_VALUE_MAX 256        /* decider strings echoed in response headers */
@@ -66,10 +68,12 @@ struct gateway_server {
     ipl_httpd_t *httpd;
     ipl_prompt_t *prompt; /* --tokenizer: renders, encodes and hashes every prompt */
     ipl_policy_view_t *policy;
+    policy_info_t *policy_info; /* inferplane_gateway_policy_info{hash}, set by s_attach */
     gateway_route_t *route;
     gateway_proxy_t *proxy;
     gateway_queue_t *queue; /* requests waiting while their pool is saturated */
     gateway_failover_t *failover; /* retries, their budget, the circuit breakers */
+    gateway_tokenize_t *tokenize; /* ids of chats `prompt` cannot render, from workers */
     zsock_t *push; /* to the exporter, guarded by push_lock */
     pthread_mutex_t push_lock;
     atomic_uint_fast64_t next_id;
@@ -121,6 +125,8 @@ typedef struct {
     int attempts;           /* upstream attempts made */
     gateway_avoid_t *avoid; /* the targets the next decision must avoid (ROUTE_REQ.avoid) */
     limits_handle_t limit;    /* its admission by the tenant's limits, settled in s_finish */
+    const char *tokenized_by; /* a chat we cannot render: "worker", "worker-cached" or "none"
+                                 (x-inferplane-tokenized-by; static), else NULL */
 } s_call_t;
 
 /* ---- small helpers ------------------------------------------------------------------------- */
@@ -352,6 +358,8 @@ static void s_decision_headers(const s_call_t *call, ipl_http_resp_t *resp)
     ipl_http_resp_header(resp, "x-inferplane-pool", value);
     s_header_value(value, sizeof(value), call->reason);
     ipl_http_resp_header(resp, "x-inferplane-reason", value);
+    if (call->tokenized_by)
+        ipl_http_resp_header(resp, "x-inferplane-tokenized-by", call->tokenized_by);
     ipl_http_resp_header(resp, "x-inferplane-target-kind", call->provider ? "provider" : "worker");
     if (call->provider) {
         s_header_value(value, sizeof(value), call->backend);
@@ -460,14 +468,45 @@ static void s_on_done(void *arg, const gateway_xfer_result_t *res, int fd)
 
 /* ---- the completion endpoints -------------------------------------------------------------- */
 
-/* Tokenizes the prompt and hashes its full blocks into a ROUTE_REQ (hashes malloc'd). */
+/* The LoRA adapter `model` names in the gateway's policy (decider_targets_resolve_lora, as
+ * the decider resolves it; an alias at its first target), copied into lora[size]; "" for a
+ * base model (or a name too long to be a compiled adapter's). */
+static void s_lora(gateway_server_t *srv, const char *model, char *lora, size_t size)
+{
+    lora[0] = '\0';
+    ipl_policy_snap_t *snap = ipl_policy_view_get(srv->policy);
+    const char *name = NULL;
+    if (snap) (void)decider_targets_resolve_lora(snap->policy, model, 0, NULL, &name);
+    if (name && strlen(name) < size) memcpy(lora, name, strlen(name) + 1);
+    ipl_policy_view_release(srv->policy, &snap);
+}
+
+/* Tokenizes the prompt and hashes its full blocks into a ROUTE_REQ (hashes malloc'd), in the
+ * hash space of the request's LoRA adapter (if its model is one) and cache_salt. */
 static int s_route_req(gateway_server_t *srv, s_call_t *call, const gateway_api_req_t *api,
                        ipl_route_req_t *rr)
 {
     size_t ntok = 0, n = 0, bs = (size_t)srv->cfg.block_size;
     uint64_t *hashes = NULL;
-    int rc = ipl_prompt_blocks(srv->prompt, api->prompt, api->prompt_len, api->chat, bs, NULL,
-                               api->cache_salt, IPL_PROTO_MAX_ARRAY, &hashes, &n, &ntok);
+    char lora[512], why[256] = "";
+    s_lora(srv, api->model, lora, sizeof lora);
+    int rc = 0;
+    if (api->worker_tokenize) { /* a chat we cannot render: a worker's ids, or none (load) */
+        gateway_tokenize_result_t r = gateway_tokenize_blocks(
+            srv->tokenize, srv->policy, srv->prompt, api, lora[0] ? lora : NULL, bs,
+            IPL_PROTO_MAX_ARRAY, &hashes, &n, &ntok, why, sizeof why);
+        call->tokenized_by = r == GATEWAY_TOKENIZE_WORKER   ? "worker"
+                             : r == GATEWAY_TOKENIZE_CACHED ? "worker-cached"
+                                                            : "none";
+        if (r == GATEWAY_TOKENIZE_FAILED)
+            IPL_LOG_EVERY(10, IPL_LOG_WARN, "worker_tokenize_failed",
+                          "id=%s model=%s error=\"%s\" (routed without a prefix)",
+                          call->request_id, api->model, why);
+    } else {
+        rc = ipl_prompt_blocks(srv->prompt, api->prompt, api->prompt_len, api->chat, bs,
+                               lora[0] ? lora : NULL, api->cache_salt, IPL_PROTO_MAX_ARRAY,
+                               &hashes, &n, &ntok);
+    }
     if (rc != 0) return rc;
     call->prompt_tokens = ntok;
     memset(rr, 0, sizeof(*rr));
@@ -479,6 +518,7 @@ static int s_route_req(gateway_server_t *srv, s_call_t *call, const gateway_api_
     rr->hashes_len = (uint32_t)n;
     rr->strategy = "";
     rr->brief = 1; // only the winner is read: no candidates' figures in the reply
+    rr->request_id = call->request_id; // for the decider's log lines about it
     return 0;
 }
 
@@ -1065,13 +1105,27 @@ static void s_count_tokens(void *arg, const ipl_http_req_t *req, ipl_http_resp_t
         gateway_api_error_set(&err, 404, "not_found_error", NULL, NULL, "model: %s", api->model);
         s_messages_error(resp, &err);
     } else {
-        size_t ntok = 0, len = 0;
-        uint32_t *tokens =
-            ipl_prompt_encode(srv->prompt, api->prompt, api->prompt_len, api->chat, &ntok);
-        char *out = tokens ? gateway_messages_count_body(ntok, &len) : NULL;
+        size_t ntok = 0, len = 0, nh = 0;
+        uint32_t *tokens = NULL;
+        uint64_t *hashes = NULL;
+        char lora[512], why[256] = "";
+        bool ok;
+        if (api->worker_tokenize) { /* a chat we cannot render: a worker's count (cached) */
+            s_lora(srv, api->model, lora, sizeof lora);
+            ok = gateway_tokenize_blocks(srv->tokenize, srv->policy, srv->prompt, api,
+                                         lora[0] ? lora : NULL, 0, 0, &hashes, &nh, &ntok, why,
+                                         sizeof why) != GATEWAY_TOKENIZE_FAILED;
+            free(hashes);
+        } else {
+            ok = (tokens = ipl_prompt_encode(srv->prompt, api->prompt, api->prompt_len, api->chat,
+                                             &ntok)) != NULL;
+        }
+        char *out = ok ? gateway_messages_count_body(ntok, &len) : NULL;
         free(tokens);
         if (out)
             ipl_http_resp_take(resp, 200, "application/json", &out, len);
+        else if (why[0])
+            ipl_http_resp_error(resp, 503, "api_error", why);
         else
             ipl_http_resp_error(resp, 500, "api_error", "out of memory");
     }
@@ -1157,6 +1211,7 @@ static void *s_attach(void *arg, const ipl_policy_t *policy)
                   (unsigned long long)policy->version, err);
     const gateway_server_t *srv = arg;
     if (srv && srv->cfg.limits) gateway_limits_policy(srv->cfg.limits, policy); /* its limits */
+    if (srv && srv->policy_info) policy_info_set(srv->policy_info, policy->hash);
     return a;
 }
 
@@ -1222,9 +1277,19 @@ gateway_server_t *gateway_server_new(const gateway_server_config_t *cfg, ipl_met
         goto fail;
     }
     char tok_err[512];
-    srv->prompt = ipl_prompt_open(cfg->tokenizer, tok_err, sizeof tok_err);
+    ipl_prompt_opts_t po = {.template_fallback = true}; /* workers tokenize what we cannot */
+    srv->prompt = ipl_prompt_open_opts(cfg->tokenizer, &po, tok_err, sizeof tok_err);
     if (!srv->prompt) {
         snprintf(err, errlen, "--tokenizer: %s", tok_err);
+        goto fail;
+    }
+    if (ipl_prompt_unrenderable(srv->prompt))
+        IPL_WARN("chat_template_unsupported",
+                 "tokenizer=%s error=\"%s\" (chats are tokenized by a worker's /tokenize, cached)",
+                 cfg->tokenizer, ipl_prompt_unrenderable(srv->prompt));
+    srv->tokenize = gateway_tokenize_new(NULL, metrics);
+    if (!srv->tokenize) {
+        snprintf(err, errlen, "out of memory");
         goto fail;
     }
     gateway_auth_config_t ac = {.keys_file = cfg->keys_file,
@@ -1256,6 +1321,10 @@ gateway_server_t *gateway_server_new(const gateway_server_config_t *cfg, ipl_met
         snprintf(err, errlen, "cannot initialise the tokenizer, decider client or libcurl");
         goto fail;
     }
+    /* set by s_attach on the view's thread: before the view, which may call it at once */
+    srv->policy_info = policy_info_new(metrics, "inferplane_gateway_policy_info",
+                                       "1 for the content hash of the policy in use (hash \"\": "
+                                       "none yet; the hashes used before read 0).");
     srv->policy =
         ipl_policy_view_new_attached(srv->policy_sub, srv->policy_req, s_attach, s_detach, srv);
     if (!srv->policy) {
@@ -1322,8 +1391,10 @@ void gateway_server_destroy(gateway_server_t **self_p)
     gateway_queue_destroy(&srv->queue); /* no handler waits, no producer frees a slot */
     gateway_route_destroy(&srv->route);
     ipl_policy_view_destroy(&srv->policy);
+    policy_info_destroy(&srv->policy_info); /* after the view: s_attach sets it */
     zsock_destroy(&srv->push);
     ipl_prompt_destroy(&srv->prompt);
+    gateway_tokenize_destroy(&srv->tokenize);
     pthread_mutex_destroy(&srv->push_lock);
     free(srv->listen);
     free(srv->decider);

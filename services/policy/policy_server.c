@@ -26,6 +26,7 @@
 #include "ipl_zmq.h"
 #include "policy_compiler.h"
 #include "policy_digest.h"
+#include "policy_info.h"
 #include "policy_kube.h"
 #include "policy_watch.h"
 
@@ -53,6 +54,7 @@ struct policy_server {
     bool ready;
 
     ipl_metrics_t *metrics;
+    policy_info_t *info; // inferplane_policy_info{hash}
     ipl_metric_t *m_version, *m_pools, *m_workers, *m_errors, *m_valid, *m_published, *m_requests,
         *m_reload_ok, *m_reload_unchanged, *m_reload_error, *m_inotify;
 };
@@ -250,6 +252,7 @@ int policy_server_reload(policy_server_t *self, bool force)
         ipl_metric_set(self->m_errors, 0);
         ipl_metric_set(self->m_valid, 1);
         ipl_metric_set(self->m_version, (double)self->version);
+        if (self->info) policy_info_set(self->info, self->hash);
         ipl_metric_set(self->m_pools, p->pools_len);
         ipl_metric_set(self->m_workers, p->workers_len);
         snprintf(detail, sizeof detail, "version=%llu hash=%s pools=%u workers=%u",
@@ -317,6 +320,9 @@ policy_server_t *policy_server_new(const policy_server_config_t *config, ipl_met
     }
     self->m_version = ipl_metrics_gauge(metrics, "inferplane_policy_version",
                                         "Version of the policy in service (0: none).", NULL);
+    self->info = policy_info_new(metrics, "inferplane_policy_info",
+                                 "1 for the content hash of the policy in service (hash \"\": "
+                                 "none yet; the hashes served before read 0).");
     self->m_pools = ipl_metrics_gauge(metrics, "inferplane_policy_pools",
                                       "Pools in the policy in service.", NULL);
     self->m_workers = ipl_metrics_gauge(metrics, "inferplane_policy_workers",
@@ -353,6 +359,7 @@ void policy_server_destroy(policy_server_t **self_p)
     zsock_destroy(&self->pub);
     zsock_destroy(&self->rep);
     policy_watch_destroy(&self->watch);
+    policy_info_destroy(&self->info);
     policy_kube_set_destroy(&self->kube_set);
     msgpack_sbuffer_destroy(&self->body);
     msgpack_sbuffer_destroy(&self->frame);

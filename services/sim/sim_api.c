@@ -756,6 +756,14 @@ static void s_generate(sim_api_t *self, const ipl_http_req_t *hreq, ipl_http_res
         s_error(self, resp, 503, "The engine is not accepting requests (shutting down).");
         return;
     }
+    if (ipl_log_get_level() <= IPL_LOG_DEBUG) { /* as vLLM's "Added request <id>" */
+        const char *rid = ipl_http_req_header(hreq, "x-request-id");
+        const char *api = chat ? "chat" : "completions";
+        char id[160];
+        IPL_DEBUG("request_added", "id=%s api=%s prompt_tokens=%zu max_tokens=%u stream=%d",
+                  ipl_log_quote(id, sizeof id, rid && *rid ? rid : "-"),
+                  messages ? "messages" : api, (size_t)p.nprompt, (unsigned)nout, p.stream ? 1 : 0);
+    }
     if (p.stream) {
         s_stream_t *s = calloc(1, sizeof *s);
         int fd = s ? ipl_http_resp_stream(resp, 200, "text/event-stream; charset=utf-8") : -1;

@@ -32,11 +32,21 @@ typedef struct {
 /* Encodes a prompt with the model a --tokenizer flag names (NULL: built-in; ipl_prompt, as
  * the gateway's --tokenizer) and hashes its full blocks of block_size tokens, exactly as the
  * gateway does: `text` as a plain prompt (/v1/completions), or else `messages`, a chat's
- * JSON array, rendered with the model's chat template (generation prompt added).
- * 2: bad --tokenizer or --messages (printed). */
+ * JSON array, rendered with the model's chat template (generation prompt added). The hashes
+ * are in the space of LoRA adapter `lora` and `cache_salt` (either NULL: none), as
+ * ipl_prompt_hashes keys them; explain finds the adapter with decider_targets_resolve_lora, as
+ * the gateway does. 2: bad --tokenizer or --messages (printed). */
 int ctl_prompt_encode(const char *cmd, const char *tokenizer, const char *text,
-                      const char *messages, long block_size, ctl_prompt_t *out);
+                      const char *messages, long block_size, const char *lora,
+                      const char *cache_salt, ctl_prompt_t *out);
 void ctl_prompt_clear(ctl_prompt_t *p);
+
+/* inferplanectl tokenize --bench (ctl_tokenize_bench.c): cold and warm, side by side, of the
+ * plain prompt `text` (special: with the post-processor's tokens) or, with `chat`, of the
+ * messages array `text`. Prints JSON lines; 0, 1 (failed) or 2 (bad input). */
+struct ipl_prompt;
+int ctl_tokenize_bench(struct ipl_prompt *model, const char *text, size_t len, bool chat,
+                       bool special);
 
 /* What InferencePolicy rules match on besides tenant and model, as ROUTE_REQ carries it: the
  * repeatable --label L and --header NAME=VALUE flags. Zero-initialise; strings owned. */

@@ -564,8 +564,10 @@ static int s_explain(const s_opts_t *o, const ipl_policy_t *policy)
     if (!o->time) minute = decider_rules_minute_of_week(ipl_wall_ms());
     ctl_prompt_t prompt = {.tokens = o->prompt_tokens};
     if (o->prompt) {
-        int rc = ctl_prompt_encode("explain", o->tokenizer, o->prompt, NULL, o->block_size,
-                                   &prompt);
+        const char *lora = NULL; // the adapter the model names, as the gateway hashes it
+        (void)decider_targets_resolve_lora(policy, o->model, 0.0, NULL, &lora);
+        int rc = ctl_prompt_encode("explain", o->tokenizer, o->prompt, NULL, o->block_size, lora,
+                                   NULL, &prompt);
         if (rc) return rc;
     }
     char err[512] = "", *names = NULL;

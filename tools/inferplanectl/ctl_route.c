@@ -36,6 +36,7 @@
 
 typedef struct {
     const char *decider, *model, *prompt, *messages, *tenant, *strategy, *admin, *tokenizer;
+    const char *lora, *cache_salt;
     long block_size, timeout_ms;
     bool explain;
     ctl_attrs_t attrs;
@@ -49,6 +50,7 @@ static void s_usage(FILE *out)
             "                           [--tenant T] [--strategy S] [--block-size N] "
             "[--timeout-ms MS]\n"
             "                           [--label L]... [--header NAME=VALUE]...\n"
+            "                           [--lora ADAPTER] [--cache-salt SALT]\n"
             "                           [--explain [--admin HOST:PORT]]\n\n"
             "Asks a decider where this request would go and prints its decision.\n\n"
             "  --decider ENDPOINT  the decider's ROUTER (default tcp://127.0.0.1:7021)\n"
@@ -61,6 +63,9 @@ static void s_usage(FILE *out)
             "  --strategy S        override the pool's strategy: one of\n"
             "                      %s\n"
             "  --tokenizer SPEC    as the gateway's --tokenizer (default builtin)\n"
+            "  --lora ADAPTER      hash in this LoRA adapter's space (the gateway does when the\n"
+            "                      model is an adapter a worker set lists; usually = --model)\n"
+            "  --cache-salt SALT   the request's cache_salt (hashed in a space of its own)\n"
             "  --block-size N      tokens per hashed block, as the gateway's --block-size "
             "(default 16)\n"
             "  --timeout-ms MS     how long to wait for the answer (default 2000)\n"
@@ -90,6 +95,8 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
         {"admin", required_argument, NULL, 'a'},
         {"label", required_argument, NULL, 'l'},
         {"header", required_argument, NULL, 'H'},
+        {"lora", required_argument, NULL, 'L'},
+        {"cache-salt", required_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -126,6 +133,12 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
             break;
         case 'k':
             o->tokenizer = optarg;
+            break;
+        case 'L':
+            o->lora = optarg;
+            break;
+        case 'S':
+            o->cache_salt = optarg;
             break;
         case 'l':
         case 'H':
@@ -339,7 +352,8 @@ int ctl_route(int argc, char **argv)
         return rc == 1 ? 0 : 2;
     }
     ctl_prompt_t prompt;
-    rc = ctl_prompt_encode("route", o.tokenizer, o.prompt, o.messages, o.block_size, &prompt);
+    rc = ctl_prompt_encode("route", o.tokenizer, o.prompt, o.messages, o.block_size, o.lora,
+                           o.cache_salt, &prompt);
     if (rc) {
         ctl_attrs_clear(&o.attrs);
         return rc;
@@ -394,7 +408,8 @@ static char *s_text(const char *cmd, const ipl_prompt_t *model, const char *text
 }
 
 int ctl_prompt_encode(const char *cmd, const char *tokenizer, const char *text,
-                      const char *messages, long block_size, ctl_prompt_t *out)
+                      const char *messages, long block_size, const char *lora,
+                      const char *cache_salt, ctl_prompt_t *out)
 {
     *out = (ctl_prompt_t){0};
     char err[512] = "";
@@ -407,7 +422,7 @@ int ctl_prompt_encode(const char *cmd, const char *tokenizer, const char *text,
     uint64_t *hashes = NULL;
     size_t nhashes = 0, ntok = 0;
     int rc = prompt ? ipl_prompt_blocks(model, prompt, strlen(prompt), !text, (size_t)block_size,
-                                        NULL, NULL, UINT32_MAX, &hashes, &nhashes, &ntok)
+                                        lora, cache_salt, UINT32_MAX, &hashes, &nhashes, &ntok)
                     : 2;
     free(prompt);
     ipl_prompt_destroy(&model);

@@ -13,7 +13,8 @@
  *   --jsonl     one JSON value per input line: a string to encode (an array of ids with
  *               --decode); one JSON line out per line in (tools/node/hf_tokenize.js speaks the
  *               same, for parity tests)
- *   --bench     encode the input repeatedly for about a second; print bytes/s and tokens/s
+ *   --bench     cold and warm (the section cache off, then on), side by side: the plain
+ *               input, or with --chat the chat (ctl_tokenize_bench.c)
  */
 #include <cjson/cJSON.h>
 #include <stdbool.h>
@@ -44,7 +45,9 @@ static int s_usage(FILE *out, int rc)
             "  --add-special-tokens  add the post-processor's tokens (Llama-3.1: BOS)\n"
             "  --jsonl               one JSON string (--decode: array of ids) per line in,\n"
             "                        one JSON array of ids (--decode: string) per line out\n"
-            "  --bench               encode stdin repeatedly for ~1 s, print MB/s\n"
+            "  --bench               encode stdin repeatedly, cold (no cache) then warm\n"
+            "                        (seen before), ~1 s each; with --chat: the chat's\n"
+            "                        render+encode, each round's last message distinct\n"
             "  --chat                stdin is a chat (a messages array, or an object with\n"
             "                        messages, tools, add_generation_prompt) rendered with the\n"
             "                        model folder's chat template; ids out as a JSON array\n"
@@ -279,34 +282,6 @@ static int s_jsonl(const ipl_tokenizer_t *tok, const s_opts_t *o)
     return rc;
 }
 
-static double s_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int s_bench(const ipl_tokenizer_t *tok, const s_opts_t *o, const char *text, size_t len)
-{
-    size_t rounds = 0, tokens = 0;
-    double start = s_now(), elapsed = 0;
-    while (rounds < 100000 && (elapsed = s_now() - start) < 1.0) {
-        size_t n;
-        uint32_t *ids = s_encode(tok, o, text, len, &n);
-        if (!ids) {
-            fprintf(stderr, "tokenize: out of memory\n");
-            return 1;
-        }
-        free(ids);
-        tokens += n;
-        rounds++;
-    }
-    printf("%zu bytes, %zu tokens per round; %zu rounds in %.3f s: %.2f MB/s, %.2f M tokens/s\n",
-           len, rounds ? tokens / rounds : 0, rounds, elapsed,
-           (double)(len * rounds) / elapsed / 1e6, (double)tokens / elapsed / 1e6);
-    return 0;
-}
-
 int ctl_tokenize(int argc, char **argv)
 {
     s_opts_t o = {0};
@@ -344,7 +319,12 @@ int ctl_tokenize(int argc, char **argv)
     }
     const ipl_tokenizer_t *tok = ipl_prompt_tokenizer(model);
     int rc = 0;
-    if (o.chat) {
+    if (o.bench) {
+        size_t len = 0;
+        char *text = s_read_all(stdin, &len);
+        rc = text ? ctl_tokenize_bench(model, text, len, o.chat, o.special) : 1;
+        free(text);
+    } else if (o.chat) {
         rc = s_chat(model, &o);
     } else if (o.jsonl) {
         rc = s_jsonl(tok, &o);
@@ -354,8 +334,6 @@ int ctl_tokenize(int argc, char **argv)
         if (!text) {
             fprintf(stderr, "tokenize: cannot read stdin (or larger than %u bytes)\n", S_MAX_INPUT);
             rc = 1;
-        } else if (o.bench) {
-            rc = s_bench(tok, &o, text, len);
         } else if (o.decode) {
             size_t n;
             uint32_t *ids = s_parse_ids(text, &n);

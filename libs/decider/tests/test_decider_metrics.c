@@ -2,7 +2,8 @@
  * Unit tests of decider_metrics: decisions are counted under their reason (an unknown or
  * missing one under "other") and timed unless told not to; dropped frames by socket and
  * reason; and a render reads the parts: the replica's seq and size, the resyncs mirrored from
- * decider_sync without counting twice, the peers' counters, the policy version.
+ * decider_sync without counting twice, the peers' counters, the policy version and info
+ * (decider_pool_metrics has its own tests).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -127,6 +128,8 @@ static void test_render_reads_the_parts(void **state)
     s_fixture_t *f = *state;
     assert_true(s_rendered(f, "inferplane_decider_state_synced 0"));
     assert_true(s_rendered(f, "inferplane_decider_policy_version 0"));
+    assert_true(s_rendered(f, "inferplane_decider_policy_info{hash=\"\"} 1")); // none yet
+    assert_false(s_rendered(f, "inferplane_decider_pool_workers{"));           // no pools yet
     assert_true(s_rendered(f, "inferplane_decider_peer_routed_total{event=\"sent\"} 0"));
     // A snapshot at seq 3 with one worker, then a delta that skips ahead: a resync.
     assert_int_equal(decider_sync_tick(f->sync, 0), DECIDER_SYNC_RESYNC);

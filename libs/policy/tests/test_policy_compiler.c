@@ -512,6 +512,36 @@ static void test_too_many_targets(void **state)
 
 // ---- the extended InferenceWorkerSet and InferencePool ----------------------------------------
 
+// spec.loraAdapters reaches every worker of its set in the POLICY message (ipl_worker_t:
+// what the gateway and the decider resolve an adapter's requests with); a set without lists
+// none.
+static void test_lora_adapters_reach_the_policy_workers(void **state)
+{
+    (void)state;
+    const char *doc = PT_HEAD("InferenceWorkerSet", "ad") "spec:\n  model: small-model\n"
+                      "  loraAdapters: [sql-lora, tone]\n"
+                      "  workers: [{name: a0, url: 'http://h:5'}, {name: a1, url: 'http://h:6'}]\n"
+                      "---\n" PT_HEAD("InferencePool", "lp") "spec:\n  model: lp-model\n"
+                      "  targets: [{workerSet: ad}]\n";
+    policy_compiler_t *c = pt_ok(PT_BASE, doc);
+    const ipl_policy_t *p = policy_compiler_policy(c);
+    int seen = 0;
+    for (uint32_t i = 0; i < p->workers_len; i++) {
+        const ipl_worker_t *w = &p->workers[i];
+        if (!strcmp(w->name, "a0") || !strcmp(w->name, "a1")) {
+            assert_int_equal(w->lora_adapters_len, 2);
+            assert_string_equal(w->lora_adapters[0], "sql-lora");
+            assert_string_equal(w->lora_adapters[1], "tone");
+            assert_string_equal(w->pool, "lp");
+            seen++;
+        } else {
+            assert_int_equal(w->lora_adapters_len, 0);
+        }
+    }
+    assert_int_equal(seen, 2);
+    policy_compiler_destroy(&c);
+}
+
 #define WS(spec)   PT_HEAD("InferenceWorkerSet", "w2") "spec:\n" spec
 #define POOL(spec) PT_HEAD("InferencePool", "p2") "spec:\n" spec
 
@@ -742,6 +772,7 @@ int main(void)
         cmocka_unit_test(test_error_limit),
         cmocka_unit_test(test_too_many_targets),
         cmocka_unit_test(test_selector_worker_set_and_pool_targets_compile),
+        cmocka_unit_test(test_lora_adapters_reach_the_policy_workers),
         cmocka_unit_test(test_every_worker_set_and_pool_error),
         cmocka_unit_test(test_examples_compile),
     };

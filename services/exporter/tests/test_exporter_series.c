@@ -263,6 +263,39 @@ static void test_frames(void **state)
     msgpack_sbuffer_destroy(&buf);
 }
 
+/* At debug level each record is logged with its request id (the id ties the exporter's line to
+ * the other processes' lines about the request); at info nothing is written. */
+static void test_records_logged_at_debug(void **state)
+{
+    fixture_t *f = *state;
+    ipl_record_t r = s_record();
+    r.request_id = "client-42";
+    r.tenant = "team a";
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    assert_int_equal(ipl_msg_encode(IPL_MSG_RECORD, &r, &buf), 0);
+    char text[4096] = "";
+    FILE *out = fmemopen(text, sizeof text - 1, "w");
+    assert_non_null(out);
+    ipl_log_level_t was = ipl_log_get_level();
+    ipl_log_set_stream(out);
+    ipl_log_set_level(IPL_LOG_INFO);
+    assert_int_equal(exporter_series_frame(f->series, buf.data, buf.size), 0);
+    fflush(out);
+    assert_null(strstr(text, "msg=record"));
+    ipl_log_set_level(IPL_LOG_DEBUG);
+    assert_int_equal(exporter_series_frame(f->series, buf.data, buf.size), 0);
+    fflush(out);
+    ipl_log_set_stream(NULL);
+    ipl_log_set_level(was);
+    fclose(out);
+    assert_non_null(strstr(text, "msg=record id=\"client-42\" tenant=\"team a\" model=\"m\" "
+                                 "pool=p worker=w0 status=200"));
+    assert_non_null(strstr(text, "prompt=100 cached=64 completion=10"));
+    assert_int_equal(exporter_series_records(f->series), 2);
+    msgpack_sbuffer_destroy(&buf);
+}
+
 static void test_drop_reason(void **state)
 {
     fixture_t *f = *state;
@@ -461,6 +494,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_outcomes_and_failures, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_decisions_rules_cost_and_queue, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_genai_series, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_records_logged_at_debug, s_setup, s_teardown),
         cmocka_unit_test(test_label_values_are_capped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
