@@ -163,6 +163,9 @@ class TestLimits(unittest.TestCase):
         wait_until(lambda: outcomes("rate_limited") >= 2 and outcomes("ok") >= 3, 5,
                    what="the rpm tenant's outcomes at the exporter")
         self.assertEqual((outcomes("ok"), outcomes("rate_limited")), (3, 2))
+        # and which strategy decided (ROUTE_REP.strategy → RECORD.strategy)
+        self.assertGreaterEqual(metric(scrape(self.gw.exporter.admin_url),
+                                       "inferplane_request_decisions_total", strategy="ttft"), 3)
 
     def test_input_tokens_per_minute(self):
         st, hdrs, doc = chat(self.api, "itpm")

@@ -434,7 +434,10 @@ enum {
       "the InferencePolicy rule that decided, \"policy/rule\" (\"\": none matched)")                \
     F(X, opt_u64, http_status,                                                                    \
       "REJECTED: the HTTP status the rule gives (403, 413, 503...); else 0")                      \
-    F(X, opt_u64, retry_after_ms, "DEFERRED: ask again after this long, ms; else 0")
+    F(X, opt_u64, retry_after_ms, "DEFERRED: ask again after this long, ms; else 0")               \
+    F(X, opt_str, strategy,                                                                        \
+      "the routing strategy that decided (the pool's or the request's override: \"ttft\", "         \
+      "\"least-loaded\"...; \"\" when no pool was found); NULL from deciders that predate it")
 
 #define IPL_PROTO_FIELDS_record(F, A, X)                                                           \
     F(X, str, request_id, "gateway request id")                                                    \

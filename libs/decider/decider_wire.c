@@ -66,6 +66,7 @@ int decider_wire_reply(decider_wire_t *self, uint64_t req_id, const decider_deci
         .rule = rule,
         .http_status = d->status == IPL_ROUTE_REJECTED ? d->http_status : 0,
         .retry_after_ms = d->status == IPL_ROUTE_DEFERRED ? d->retry_after_ms : 0,
+        .strategy = (char *)(d->strategy ? d->strategy : ""),
     };
     return ipl_msg_encode(IPL_MSG_ROUTE_REP, &rep, out);
 }

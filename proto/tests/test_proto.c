@@ -398,7 +398,7 @@ static void test_route_reply_with_candidates(void **state)
     ipl_route_rep_t rep = {.req_id = 42, .status = IPL_ROUTE_OK, .reason = "cache_hit",
                            .worker = "w0", .url = "http://a", .pool = "chat", .model = "m",
                            .predicted_ttft_s = 0.25, .cached_tokens = 1024, .state_seq = 7,
-                           .candidates = cands, .candidates_len = 2};
+                           .candidates = cands, .candidates_len = 2, .strategy = "ttft"};
     msgpack_sbuffer buf;
     msgpack_sbuffer_init(&buf);
     assert_int_equal(ipl_msg_encode(IPL_MSG_ROUTE_REP, &rep, &buf), IPL_OK);
@@ -411,6 +411,14 @@ static void test_route_reply_with_candidates(void **state)
     assert_string_equal(out.u.route_rep.candidates[1].note, "load_gate");
     assert_false(out.u.route_rep.candidates[1].eligible);
     assert_true(out.u.route_rep.candidates[0].predicted_ttft_s == 0.25);
+    assert_string_equal(out.u.route_rep.strategy, "ttft");
+    ipl_msg_clear(&out);
+    /* a decider that predates the field: no strategy (NULL) */
+    rep.strategy = NULL;
+    msgpack_sbuffer_clear(&buf);
+    assert_int_equal(ipl_msg_encode(IPL_MSG_ROUTE_REP, &rep, &buf), IPL_OK);
+    assert_int_equal(ipl_msg_decode(buf.data, buf.size, &out), IPL_OK);
+    assert_null(out.u.route_rep.strategy);
     ipl_msg_clear(&out);
     assert_null(out.arena);
     msgpack_sbuffer_destroy(&buf);

@@ -98,7 +98,7 @@ typedef struct {
     bool stream;
     uint64_t prompt_tokens; /* our tokenizer's count, when usage does not say */
     /* the decision (owned copies; "" before routing) */
-    char *worker, *url, *pool, *reason, *rule, *backend;
+    char *worker, *url, *pool, *reason, *rule, *backend, *strategy;
     bool provider;            /* target_kind "provider": worker is the provider, url its
                                  backend's base URL (shown: no userinfo) */
     gateway_provider_t *trip; /* a provider decision's transfer settings and response */
@@ -180,6 +180,7 @@ static s_call_t *s_call_new(gateway_server_t *srv, gateway_api_kind_t kind,
     call->reason = s_strdup0(NULL);
     call->rule = s_strdup0(NULL);
     call->backend = s_strdup0(NULL);
+    call->strategy = s_strdup0(NULL);
     call->client_fd = ipl_http_req_socket(req);
     return call;
 }
@@ -195,6 +196,7 @@ static void s_call_free(s_call_t **call_p)
     free(call->reason);
     free(call->rule);
     free(call->backend);
+    free(call->strategy);
     gateway_provider_destroy(&call->trip);
     gateway_messages_destroy(&call->msgs);
     gateway_labels_clear(&call->labels);
@@ -251,6 +253,7 @@ static void s_finish(s_call_t *call, int status, const char *reason, uint64_t en
     rec.target_kind = (char *)(call->worker[0] ? (call->provider ? "provider" : "worker") : "");
     rec.backend = call->backend;
     rec.rule = call->rule;
+    rec.strategy = call->strategy;
     if (st) {
         /* TTFT: the first generated text (streams) or the first byte (a JSON body). */
         uint64_t first = gateway_sse_mode(call->sse) == GATEWAY_SSE_STREAM ? st->first_content_ns
@@ -591,6 +594,7 @@ static int s_ask_held(gateway_server_t *srv, s_call_t *call, ipl_route_req_t *rr
         if (rc != 0) return rc;
         const ipl_route_rep_t *rep = &msg->u.route_rep;
         s_replace(&call->rule, rep->rule);
+        s_replace(&call->strategy, rep->strategy);
         if (rep->status != IPL_ROUTE_DEFERRED) return 0;
         ipl_metric_inc(srv->deferrals);
         int pause = gateway_verdict_defer_ms(rep->retry_after_ms);
