@@ -17,6 +17,9 @@
  * and the server's stop pipe (written by ipl_httpd_destroy so that MHD_stop_daemon never waits
  * for a producer). MHD_create_response_from_pipe is not used because MHD's pipe reader blocks
  * in read(2) and so could hang shutdown and miss client hang-ups while the producer is idle.
+ * A stream with a pump (ipl_http_resp_stream_pump) has no producer thread: when the pipe is
+ * empty, s_stream_read runs the pump on the connection's thread instead of polling the pipe,
+ * and looks at the stop pipe and the client only after a pump round that wrote nothing.
  *
  * The listening socket is created and bound by ipl_httpd_new (so that a bad or busy address is
  * an error at construction and the port is known before serving) and handed to MHD with
@@ -47,6 +50,7 @@
 
 #define S_DEFAULT_MAX_BODY (1024 * 1024)
 #define S_STREAM_BLOCK     16384
+#define S_PUMP_SLICE_MS    100 /* a pump round's longest wait: stop and hang-up checks */
 #define S_IDLE_TIMEOUT_S   120 /* idle keep-alive connections; streams have no timeout */
 #define S_LISTEN_BACKLOG   256
 #define S_DRAIN_LIMIT      (64ull * 1024 * 1024) /* most body bytes read to answer 413 */
@@ -84,7 +88,8 @@ struct ipl_http_resp {
     char *content_type;
     char *body; /* malloc'd, may be NULL when len == 0 */
     size_t len;
-    int stream_fd; /* read end of a streamed response, or -1 */
+    int stream_fd;        /* read end of a streamed response, or -1 */
+    ipl_http_pump_t pump; /* pump.pump: the stream's producer runs in s_stream_read */
     s_header_t *headers;
     size_t nheaders;
     size_t headers_cap;
@@ -110,6 +115,7 @@ typedef struct {
     int fd;        /* read end of the pipe; closed by s_stream_free */
     int stop_fd;   /* the server's stop pipe (borrowed) */
     int client_fd; /* the connection's socket (borrowed), or -1 */
+    ipl_http_pump_t pump;
 } s_stream_t;
 
 /* ---------------------------------------------------------------------------------------- */
@@ -310,6 +316,8 @@ static void s_resp_reset_body(ipl_http_resp_t *resp)
         close(resp->stream_fd);
         resp->stream_fd = -1;
     }
+    if (resp->pump.release) resp->pump.release(resp->pump.arg); /* never queued */
+    resp->pump = (ipl_http_pump_t){0};
 }
 
 static void s_resp_free(ipl_http_resp_t *resp)
@@ -421,6 +429,43 @@ int ipl_http_resp_stream(ipl_http_resp_t *resp, int status, const char *content_
     return fds[1];
 }
 
+void ipl_http_resp_stream_pump(ipl_http_resp_t *resp, const ipl_http_pump_t *pump)
+{
+    assert(resp && pump && pump->pump && resp->stream_fd >= 0 && !resp->pump.pump);
+    resp->pump = *pump;
+}
+
+int ipl_http_resp_stream_settle(ipl_http_resp_t *resp)
+{
+    assert(resp && resp->stream_fd >= 0 && !resp->pump.pump);
+    size_t len = 0, cap = 0;
+    char *body = NULL;
+    for (;;) {
+        if (cap - len < 4096) {
+            char *grown = realloc(body, cap ? cap * 2 : S_STREAM_BLOCK);
+            if (!grown) break;
+            body = grown;
+            cap = cap ? cap * 2 : S_STREAM_BLOCK;
+        }
+        ssize_t n = read(resp->stream_fd, body + len, cap - len);
+        if (n > 0) {
+            len += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) break;       /* EAGAIN: the writer has not closed it (a caller's bug) */
+        close(resp->stream_fd); /* the end: the whole body is here */
+        resp->stream_fd = -1;
+        resp->body = body;
+        resp->len = len;
+        return 0;
+    }
+    free(body);
+    IPL_LOG_EVERY(10, IPL_LOG_ERROR, "http_stream_settle_failed", "error=%s", strerror(errno));
+    ipl_http_resp_error(resp, 500, "server_error", "the response was lost");
+    return IPL_E_IO;
+}
+
 int ipl_http_write_all(int fd, const void *buf, size_t len)
 {
     const char *p = buf;
@@ -443,15 +488,22 @@ static ssize_t s_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     (void)pos;
     s_stream_t *st = cls;
+    bool idle = false; /* the last pump round wrote nothing */
     for (;;) {
         ssize_t n = read(st->fd, buf, max);
         if (n > 0) return n;
         if (n == 0) return MHD_CONTENT_READER_END_OF_STREAM;
         if (errno != EAGAIN && errno != EINTR) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (st->pump.pump && !idle) {
+            st->pump.pump(st->pump.arg, S_PUMP_SLICE_MS);
+            idle = true; /* until the read above finds something */
+            continue;
+        }
+        idle = false;
         struct pollfd p[3] = {{.fd = st->fd, .events = POLLIN},
                               {.fd = st->stop_fd, .events = POLLIN},
                               {.fd = st->client_fd, .events = POLLRDHUP}};
-        if (poll(p, st->client_fd >= 0 ? 3 : 2, 1000) < 0 && errno != EINTR)
+        if (poll(p, st->client_fd >= 0 ? 3 : 2, st->pump.pump ? 0 : 1000) < 0 && errno != EINTR)
             return MHD_CONTENT_READER_END_WITH_ERROR;
         if (p[1].revents) return MHD_CONTENT_READER_END_WITH_ERROR;
         /* A client that closes (or half-closes) its side mid-stream has gone away. */
@@ -464,6 +516,7 @@ static void s_stream_free(void *cls)
 {
     s_stream_t *st = cls;
     close(st->fd); /* the producer's next write gets EPIPE */
+    if (st->pump.release) st->pump.release(st->pump.arg);
     free(st);
 }
 
@@ -482,12 +535,15 @@ static enum MHD_Result s_queue(ipl_httpd_t *self, struct MHD_Connection *conn,
             st->fd = resp->stream_fd;
             st->stop_fd = self->stop_pipe[0];
             st->client_fd = ci ? ci->connect_fd : -1;
+            st->pump = resp->pump;
             mr = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, S_STREAM_BLOCK, s_stream_read,
                                                    st, s_stream_free);
-            if (mr)
-                resp->stream_fd = -1; /* owned by st now */
-            else
+            if (mr) { /* the fd and the pump are st's now */
+                resp->stream_fd = -1;
+                resp->pump = (ipl_http_pump_t){0};
+            } else {
                 free(st);
+            }
         }
         if (mr) /* the producer may pause for longer than the idle timeout */
             MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0);

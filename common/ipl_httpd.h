@@ -21,6 +21,10 @@
  *   client ──HTTP──► MHD connection thread ──► route table ──► handler(req, resp)
  *                                                                │ buffered: body
  *                                                                └ streamed: pipe fd ◄─ producer
+ *
+ * A stream's producer may also run on the connection's thread itself, as a pump the server
+ * calls whenever the pipe is empty (ipl_http_resp_stream_pump), and a stream whose producer
+ * finished before the handler returned may be sent buffered (ipl_http_resp_stream_settle).
  */
 #ifndef IPL_HTTPD_H
 #define IPL_HTTPD_H
@@ -93,6 +97,31 @@ void ipl_http_resp_json(ipl_http_resp_t *resp, int status, struct cJSON **root_p
  * early when the client hangs up or the server is destroyed, and the producer's next write
  * then fails with EPIPE. There is no idle timeout on a stream. */
 int ipl_http_resp_stream(ipl_http_resp_t *resp, int status, const char *content_type);
+
+/* A streamed response's producer run on the connection's own thread, instead of another
+ * thread writing the fd: no hand-over per chunk. Whenever the pipe is empty, the server calls
+ * pump(arg, ms) there; the pump writes what it has to the fd (at most 32 KiB per call: nobody
+ * reads the pipe meanwhile, so it must never fill) or waits for it, at most `ms`, and closes
+ * the fd when the stream is complete. After a call that wrote nothing the server looks at
+ * the client (a hang-up ends the stream) and at its own shutdown before calling again.
+ * release(arg) runs exactly once, on that thread, when the response is over (complete, ended
+ * early, or never sent); it closes the fd if the pump has not. */
+typedef struct {
+    void (*pump)(void *arg, int ms);
+    void (*release)(void *arg);
+    void *arg;
+} ipl_http_pump_t;
+
+/* Gives the stream started with ipl_http_resp_stream a pump (copied); call before the
+ * handler returns. From then on the pump is the fd's owner and closes it. */
+void ipl_http_resp_stream_pump(ipl_http_resp_t *resp, const ipl_http_pump_t *pump);
+
+/* Turns a stream whose write end has already been closed — the whole body sits in the pipe
+ * (at most its 64 KiB) — into a buffered response: sent with a Content-Length in one go,
+ * not in chunks. Keeps the status, content type and headers; the stream must have no pump.
+ * 0, or IPL_E_IO (out of memory, or the write end was still open: a caller's bug) with a
+ * 500 set instead. Call before the handler returns. */
+int ipl_http_resp_stream_settle(ipl_http_resp_t *resp);
 
 /* Writes all of buf to fd, retrying on EINTR/partial writes. 0, or IPL_E_IO (errno set;
  * EPIPE means the client went away). */

@@ -3,7 +3,9 @@
  * Routes (exact, prefix, any method, first match), 404/405/413 JSON errors, request headers
  * and query arguments, response headers, streaming (chunks arrive before the end, chunked
  * encoding, client hang-up gives the producer EPIPE, destroy never waits for a producer),
- * concurrent requests and listen address parsing.
+ * pumped streams (the producer on the connection's thread, released exactly once whatever
+ * ends the response), settled streams (sent buffered), concurrent requests and listen
+ * address parsing.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -171,6 +173,85 @@ static void s_producer_join(s_producer_t *p)
     atomic_store(&p->started, 0);
 }
 
+/* A pumped stream: the pump writes `count` chunks (0: without end) `interval_ms` apart and
+ * closes the fd after the last; with `idle_after` it writes that many, then nothing. */
+typedef struct {
+    int count;
+    int interval_ms;
+    int idle_after;
+    int fd;
+    int written;
+    uint64_t next_ms;
+    atomic_int pumps, released, wrong_thread, write_failed;
+    pthread_t handler;
+    bool error_after; /* the handler replaces the stream with an error: never sent */
+} s_pumped_t;
+
+static s_pumped_t s_pumped;
+
+static void s_pump_fn(void *arg, int ms)
+{
+    s_pumped_t *p = arg;
+    atomic_fetch_add(&p->pumps, 1);
+    if (!pthread_equal(pthread_self(), p->handler)) atomic_fetch_add(&p->wrong_thread, 1);
+    assert_true(ms > 0 && ms <= 1000);
+    if (p->fd < 0) return;
+    bool idle = (p->idle_after && p->written >= p->idle_after) || ipl_mono_ms() < p->next_ms;
+    if (idle) { /* nothing to write: wait, as a producer waits for its upstream */
+        ipl_sleep_ms((uint64_t)(ms < 20 ? ms : 20));
+        return;
+    }
+    char chunk[64];
+    int n = snprintf(chunk, sizeof chunk, "data: pumped-%d\n\n", p->written);
+    if (ipl_http_write_all(p->fd, chunk, (size_t)n) != 0) {
+        atomic_fetch_add(&p->write_failed, 1);
+        return;
+    }
+    p->written++;
+    p->next_ms = ipl_mono_ms() + (uint64_t)p->interval_ms;
+    if (p->count && p->written == p->count) {
+        close(p->fd);
+        p->fd = -1;
+    }
+}
+
+static void s_pump_release(void *arg)
+{
+    s_pumped_t *p = arg;
+    atomic_fetch_add(&p->released, 1);
+    if (!pthread_equal(pthread_self(), p->handler)) atomic_fetch_add(&p->wrong_thread, 1);
+    if (p->fd >= 0) close(p->fd);
+    p->fd = -1;
+}
+
+static void h_pumped(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
+{
+    (void)req;
+    s_pumped_t *p = arg;
+    p->handler = pthread_self();
+    p->fd = ipl_http_resp_stream(resp, 200, "text/event-stream");
+    assert_true(p->fd >= 0);
+    ipl_http_pump_t pump = {.pump = s_pump_fn, .release = s_pump_release, .arg = p};
+    ipl_http_resp_stream_pump(resp, &pump);
+    if (p->error_after) ipl_http_resp_error(resp, 503, "server_error", "changed my mind");
+}
+
+/* A stream written completely (and closed) before the handler returns, then settled into a
+ * buffered response; ?open=1 settles with the write end still open (a caller's bug: 500). */
+static void h_settled(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
+{
+    (void)arg;
+    bool open = ipl_http_req_query(req, "open") != NULL;
+    ipl_http_resp_header(resp, "X-Kept", "yes");
+    int fd = ipl_http_resp_stream(resp, 201, "application/json");
+    assert_true(fd >= 0);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(ipl_http_write_all(fd, "{\"part\":1}\n", 11), 0);
+    if (!open) close(fd);
+    assert_int_equal(ipl_http_resp_stream_settle(resp), open ? IPL_E_IO : 0);
+    if (open) close(fd);
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* Fixture                                                                                   */
 
@@ -182,6 +263,8 @@ static int s_setup(void **state)
     (void)state;
     memset(&s_prod, 0, sizeof s_prod);
     s_prod.fd = -1;
+    memset(&s_pumped, 0, sizeof s_pumped);
+    s_pumped.fd = -1;
     s_srv = ipl_httpd_new("127.0.0.1:0", S_MAX_BODY);
     if (!s_srv) return -1;
     ipl_httpd_route(s_srv, "GET", "/hello", h_hello, NULL);
@@ -198,6 +281,8 @@ static int s_setup(void **state)
     ipl_httpd_route(s_srv, "GET", "/json", h_json, NULL);
     ipl_httpd_route(s_srv, "GET", "/slow", h_slow, NULL);
     ipl_httpd_route(s_srv, "GET", "/stream", h_stream, &s_prod);
+    ipl_httpd_route(s_srv, "GET", "/pumped", h_pumped, &s_pumped);
+    ipl_httpd_route(s_srv, "GET", "/settled", h_settled, NULL);
     s_port = ipl_httpd_port(s_srv);
     if (s_port <= 0 || ipl_httpd_start(s_srv) != 0) return -1;
     return 0;
@@ -571,6 +656,118 @@ static void test_destroy_with_idle_producer(void **state)
     s_destroy_with_open_stream(1);
 }
 
+static void test_pumped_stream(void **state)
+{
+    (void)state;
+    s_pumped.count = 5;
+    s_pumped.interval_ms = 150;
+    s_reply_t r = {0};
+    char v[128];
+    assert_int_equal(s_http(s_port, "GET", "/pumped", NULL, &r), CURLE_OK);
+    uint64_t total_ms = ipl_mono_ms() - r.start_ms;
+    assert_int_equal(r.status, 200);
+    assert_string_equal(s_reply_header(&r, "Content-Type", v, sizeof v), "text/event-stream");
+    assert_string_equal(s_reply_header(&r, "Transfer-Encoding", v, sizeof v), "chunked");
+    assert_string_equal(r.body, "data: pumped-0\n\ndata: pumped-1\n\ndata: pumped-2\n\n"
+                                "data: pumped-3\n\ndata: pumped-4\n\n");
+    /* piece by piece as the pump wrote them, the first long before the end */
+    assert_true(r.writes >= 4);
+    assert_true(total_ms >= 600);
+    assert_true(r.first_byte_ms + 400 < total_ms);
+    /* released exactly once (right after the response: wait a little for it), on the
+     * connection's own thread like every pump round */
+    uint64_t deadline = ipl_mono_ms() + 2000;
+    while (!atomic_load(&s_pumped.released) && ipl_mono_ms() < deadline)
+        ipl_sleep_ms(5);
+    assert_int_equal(atomic_load(&s_pumped.released), 1);
+    assert_int_equal(atomic_load(&s_pumped.wrong_thread), 0);
+    assert_true(atomic_load(&s_pumped.pumps) >= 5);
+    assert_int_equal(atomic_load(&s_pumped.write_failed), 0);
+    s_reply_free(&r);
+}
+
+/* A client that hangs up while the pump has nothing to write ends the response: released. */
+static void test_pumped_stream_client_hangup(void **state)
+{
+    (void)state;
+    s_pumped.count = 0;
+    s_pumped.idle_after = 1;
+    s_reply_t r = {0};
+    r.abort_after = 1; /* hang up at the first byte */
+    assert_int_equal(s_http(s_port, "GET", "/pumped", NULL, &r), CURLE_WRITE_ERROR);
+    uint64_t hangup_ms = ipl_mono_ms();
+    while (!atomic_load(&s_pumped.released) && ipl_mono_ms() < hangup_ms + 3000)
+        ipl_sleep_ms(5);
+    assert_int_equal(atomic_load(&s_pumped.released), 1);
+    assert_true(ipl_mono_ms() - hangup_ms < 1500);
+    assert_int_equal(s_pumped.written, 1);
+    assert_int_equal(atomic_load(&s_pumped.wrong_thread), 0);
+    s_reply_free(&r);
+
+    s_reply_t after = {0}; /* the server goes on */
+    assert_int_equal(s_http(s_port, "GET", "/hello", NULL, &after), CURLE_OK);
+    assert_int_equal(after.status, 200);
+    s_reply_free(&after);
+}
+
+/* A stream replaced by another response before the handler returned is never sent: its
+ * pump is released at once and never runs. */
+static void test_pumped_stream_never_sent(void **state)
+{
+    (void)state;
+    s_pumped.count = 3;
+    s_pumped.error_after = true;
+    s_reply_t r = {0};
+    assert_int_equal(s_http(s_port, "GET", "/pumped", NULL, &r), CURLE_OK);
+    assert_int_equal(r.status, 503);
+    assert_non_null(strstr(r.body, "changed my mind"));
+    assert_int_equal(atomic_load(&s_pumped.released), 1);
+    assert_int_equal(atomic_load(&s_pumped.pumps), 0);
+    assert_int_equal(s_pumped.fd, -1);
+    s_reply_free(&r);
+}
+
+/* Destroy with an idle pumped stream open: it is cut within the stop check, released. */
+static void test_destroy_with_idle_pump(void **state)
+{
+    (void)state;
+    s_pumped.count = 0;
+    s_pumped.idle_after = 1;
+    s_client_t c = {.port = s_port, .path = "/pumped"};
+    assert_int_equal(pthread_create(&c.thread, NULL, s_client_run, &c), 0);
+    uint64_t deadline = ipl_mono_ms() + 5000;
+    while (!atomic_load(&c.reply.got_data) && ipl_mono_ms() < deadline)
+        ipl_sleep_ms(5);
+    assert_true(atomic_load(&c.reply.got_data));
+    uint64_t t0 = ipl_mono_ms();
+    ipl_httpd_destroy(&s_srv);
+    assert_true(ipl_mono_ms() - t0 < 2000);
+    pthread_join(c.thread, NULL);
+    assert_int_not_equal(c.reply.rc, CURLE_OK); /* the stream was cut, not ended */
+    assert_int_equal(atomic_load(&s_pumped.released), 1);
+    s_reply_free(&c.reply);
+}
+
+static void test_settled_stream(void **state)
+{
+    (void)state;
+    s_reply_t r = {0};
+    char v[128];
+    assert_int_equal(s_http(s_port, "GET", "/settled", NULL, &r), CURLE_OK);
+    assert_int_equal(r.status, 201); /* status, type and headers kept, sent with a length */
+    assert_string_equal(s_reply_header(&r, "Content-Type", v, sizeof v), "application/json");
+    assert_string_equal(s_reply_header(&r, "X-Kept", v, sizeof v), "yes");
+    assert_string_equal(s_reply_header(&r, "Content-Length", v, sizeof v), "33");
+    assert_string_equal(s_reply_header(&r, "Transfer-Encoding", v, sizeof v), "(none)");
+    assert_string_equal(r.body, "{\"part\":1}\n{\"part\":1}\n{\"part\":1}\n");
+    s_reply_free(&r);
+
+    s_reply_t bad = {0}; /* the write end still open: refused, not hung */
+    assert_int_equal(s_http(s_port, "GET", "/settled?open=1", NULL, &bad), CURLE_OK);
+    assert_int_equal(bad.status, 500);
+    s_reply_free(&bad);
+}
+
 static void test_concurrent_requests(void **state)
 {
     (void)state;
@@ -711,8 +908,8 @@ static void h_socket(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp
     int fd = ipl_http_req_socket(req);
     int type = 0;
     socklen_t len = sizeof type;
-    bool sock = fd >= 0 && getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 &&
-                type == SOCK_STREAM;
+    bool sock =
+        fd >= 0 && getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM;
     ipl_http_resp_header(resp, "X-Socket", sock ? "yes" : "no");
     ipl_http_resp_set(resp, 200, "text/plain", "ok", 2);
 }
@@ -797,6 +994,11 @@ int main(void)
         T(test_stream_disconnect_while_producer_idle),
         T(test_destroy_with_writing_producer),
         T(test_destroy_with_idle_producer),
+        T(test_pumped_stream),
+        T(test_pumped_stream_client_hangup),
+        T(test_pumped_stream_never_sent),
+        T(test_destroy_with_idle_pump),
+        T(test_settled_stream),
         T(test_concurrent_requests),
         cmocka_unit_test(test_listen_forms),
         cmocka_unit_test(test_listen_explicit_port),

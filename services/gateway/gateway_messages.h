@@ -4,7 +4,7 @@
  * worker's OpenAI chat API and its answer's translation back (libs/api does both), and the
  * Anthropic error shape for everything the gateway itself refuses.
  *
- *   handler thread                             producer thread
+ *   handler                                    the transfer's callbacks (same thread)
  *   gateway_messages_parse  → the chat body    (routed and forwarded as a chat completion to
  *                                               the worker's /v1/chat/completions)
  *   gateway_messages_begin  upstream status ─► gateway_messages_write (each chunk: a stream's
@@ -20,7 +20,7 @@
  * error body with the same status; a provider's 401/403 message is not repeated (providers
  * echo keys).
  *
- * Not thread-safe: one request, handed from the handler to the producer with the transfer.
+ * Not thread-safe: one request, handed from the handler to the transfer's callbacks.
  */
 #ifndef GATEWAY_MESSAGES_H
 #define GATEWAY_MESSAGES_H

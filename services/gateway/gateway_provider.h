@@ -3,7 +3,7 @@
  * target_kind "provider"): the transfer's URL, credentials and TLS settings from its
  * GatewayBackend, and the response on its way back.
  *
- *   handler thread                                      producer thread
+ *   handler                                             the transfer's callbacks (same thread)
  *   gateway_provider_new      backend from the gateway's policy snapshot (by ROUTE_REP.backend),
  *                             its secret (gateway_backend), a request slot, the URL
  *   gateway_provider_xfer_opts  headers (+ credentials), CA bundle, timeouts → gateway_proxy

@@ -2,32 +2,38 @@
  * gateway_proxy — streams a request to a worker and its answer back to the client, with
  * libcurl, chunk by chunk, never holding the whole response.
  *
- * Each transfer runs on its own producer thread. The HTTP handler starts it, waits (bounded)
- * for the upstream status line and headers, opens the client's streamed response with the
- * same status and Content-Type, and hands the pipe fd over; from then on the producer writes
- * every chunk it receives to the fd and closes it at the end:
+ * No thread of its own for a transfer: it runs on the thread of the client's connection
+ * (libmicrohttpd's thread per connection). The HTTP handler starts it and drives it while
+ * it waits (bounded) for the upstream status line and headers and the first body byte, opens
+ * the client's streamed response with the same status and Content-Type, and attaches the
+ * stream's fd and response: what has already arrived (often the whole answer) is written at
+ * once, and the rest is pumped by the server's content reader on the same thread whenever the
+ * client has taken what came before (ipl_http_resp_stream_pump):
  *
- *   handler thread                         producer thread (one per transfer)
- *   ──────────────                         ─────────────────────────────────
- *   gateway_proxy_start ─────────────────► curl: connect, send body
- *   gateway_xfer_wait_headers ◄─ status ── header callback (final response's headers)
+ *   connection thread (handler, then the server's content reader)
+ *   ─────────────────────────────────────────────────────────────
+ *   gateway_proxy_start           curl: connect, send the body
+ *   gateway_xfer_wait_headers     curl runs here: status line and headers
+ *   gateway_xfer_wait_body        … the first body byte, held (curl paused)
  *   ipl_http_resp_stream → fd
- *   gateway_xfer_attach(fd) ─────────────► write callback: write(fd, chunk), on_chunk()
- *   (handler returns; MHD reads the pipe)    … until the upstream ends, then on_done(), close(fd)
+ *   gateway_xfer_attach_to(fd)    unpause: write what is here, bounded; on_chunk()
+ *   (handler returns)
+ *   pump (pipe empty) ──────────► curl runs here again: write the next chunks to the fd …
+ *                                 until the upstream ends: on_done(), close(fd)
  *
- * The first chunk of the body is held (the producer waits with it) until the handler
- * attaches: gateway_xfer_wait_body tells the handler that it came (or that the body is empty),
- * so that the handler can still give up on the attempt — a 5xx, a 429, no first byte in time —
- * and retry elsewhere before anything was sent to the client (gateway_failover).
+ * So a request costs no thread, no thread hand-over and no wake-up beyond the sockets'.
+ * Holding the first byte lets the handler still give up on the attempt — a 5xx, a 429, no
+ * first byte in time — and retry elsewhere before anything was sent to the client
+ * (gateway_failover).
  *
- * A client that goes away aborts the upstream transfer at once: the producer polls the
+ * A client that goes away aborts the upstream transfer at once: whoever drives it polls the
  * client's socket (gateway_xfer_opts_t.client_fd) beside curl's, so a hang-up during a long
  * prefill, before any byte was written, frees the worker's slot within a poll; later, a
  * write() that fails with EPIPE does the same. gateway_proxy_stop() aborts every transfer
  * within ~100 ms (shutdown).
  *
- * Connections are kept alive and reused: producers take a curl handle pair (multi + easy)
- * from a pool and give it back afterwards, and each pair keeps its connection cache, so
+ * Connections are kept alive and reused: each transfer takes a curl handle pair (multi +
+ * easy) from a pool and gives it back afterwards, and each pair keeps its connection cache, so
  * the next transfer to the same worker reuses an idle connection. (A share handle with
  * CURL_LOCK_DATA_CONNECT would do the same, but libcurl does not support sharing a
  * connection cache between concurrent threads.)
@@ -64,16 +70,17 @@ typedef struct {
 } gateway_xfer_result_t;
 
 typedef struct {
-    /* Each chunk forwarded to the client, after it was written (producer thread). */
+    /* Each chunk forwarded to the client, after it was written (the thread that drives the
+     * transfer, see attach; the callbacks never run concurrently). */
     void (*on_chunk)(void *arg, const char *data, size_t len, uint64_t now_ns);
     /* Optional filter: when set, it writes each chunk to the client's fd itself (changed,
      * held back for later: e.g. a rewrite of the response) instead of the proxy's plain
      * write; 0, or nonzero when the client is gone (the transfer is aborted as on EPIPE).
      * What it still holds at the end it writes in on_done. on_chunk then still gets the
-     * chunk as received. Producer thread. */
+     * chunk as received. */
     int (*on_write)(void *arg, int fd, const char *data, size_t len);
-    /* Exactly once after gateway_xfer_attach, when the transfer has ended; the fd is still
-     * open (a trailer may be written to it) and is closed right after. Producer thread. */
+    /* Exactly once after gateway_xfer_attach_to, when the transfer has ended; the fd is still
+     * open (a trailer may be written to it) and is closed right after. */
     void (*on_done)(void *arg, const gateway_xfer_result_t *result, int fd);
     void *arg;
 } gateway_xfer_cb_t;
@@ -100,14 +107,16 @@ gateway_proxy_t *gateway_proxy_new(const gateway_proxy_config_t *config, ipl_met
 void gateway_proxy_destroy(gateway_proxy_t **self_p);
 /* Aborts every transfer (and refuses new ones) promptly. */
 void gateway_proxy_stop(gateway_proxy_t *self);
-/* Waits until no producer thread runs, at most timeout_ms. true when idle. */
+/* Waits until no transfer is left (started and not yet ended, abandoned or released by
+ * its stream), at most timeout_ms. true when idle. */
 bool gateway_proxy_wait_idle(gateway_proxy_t *self, int timeout_ms);
 
-/* Starts POSTing `body` (ownership moves in; *body_p is NULLed) to `url` on a new producer
- * thread. `headers` is a NULL-terminated list of "Name: value" lines to send (copied; may
- * be NULL). `cb` is copied; its callbacks run only after gateway_xfer_attach.
+/* Starts POSTing `body` (ownership moves in; *body_p is NULLed) to `url`: connects and sends
+ * what it can at once, on the caller's thread, which goes on driving it in the waits below.
+ * `headers` is a NULL-terminated list of "Name: value" lines to send (copied; may be NULL).
+ * `cb` is copied; its callbacks run only after gateway_xfer_attach_to.
  * Returns 0 and the transfer in *xfer_p, or IPL_E_NOMEM / IPL_E_IO / IPL_E_AGAIN (stopping).
- * The caller then must end its part with exactly one of gateway_xfer_attach or
+ * The caller then must end its part with exactly one of gateway_xfer_attach_to or
  * gateway_xfer_abandon. */
 int gateway_proxy_start(gateway_proxy_t *self, const char *url, char **body_p, size_t len,
                         const char *const *headers, const gateway_xfer_cb_t *cb,
@@ -118,7 +127,8 @@ int gateway_proxy_start_with(gateway_proxy_t *self, const char *url, char **body
                              const gateway_xfer_opts_t *opts, const gateway_xfer_cb_t *cb,
                              gateway_xfer_t **xfer_p);
 
-/* Waits until the upstream's final status and headers arrived, at most timeout_ms.
+/* Waits until the upstream's final status and headers arrived, at most timeout_ms (the
+ * transfer runs on the caller's thread meanwhile).
  * Returns 0 with *status and content_type (NUL-terminated, "" when none); IPL_E_IO when the
  * transfer failed before any response (connection refused, reset...; `error` explains);
  * IPL_E_TIMEOUT; IPL_E_AGAIN when the proxy is stopping. `error` may be NULL. */
@@ -133,9 +143,15 @@ int gateway_xfer_wait_body(gateway_xfer_t *xfer, int timeout_ms, char *error, si
 /* Whether the client hung up (seen on its socket or as EPIPE). */
 bool gateway_xfer_client_gone(gateway_xfer_t *xfer);
 
-/* Hands the client's response fd (ownership moves) to the producer, which streams the body
- * into it. The caller must not use *xfer_p afterwards (NULLed). */
-void gateway_xfer_attach(gateway_xfer_t **xfer_p, int fd);
+/* Hands the client's streamed response (`resp`, whose fd is `fd` from ipl_http_resp_stream;
+ * ownership of the fd moves) to the transfer: what has arrived is written to the fd now, and
+ * the rest by the server's content reader on this connection's thread (a pump), until the
+ * upstream ends (on_done, then the fd is closed). An answer that was complete at once (and
+ * on_done's trailer) goes out as a buffered response (ipl_http_resp_stream_settle). The
+ * callbacks run on this thread, from here on or after the handler returned. Call last in
+ * the handler. *xfer_p is NULLed. */
+struct ipl_http_resp;
+void gateway_xfer_attach_to(gateway_xfer_t **xfer_p, struct ipl_http_resp *resp, int fd);
 /* Gives up on the transfer (it is aborted; no callback runs). *xfer_p is NULLed. */
 void gateway_xfer_abandon(gateway_xfer_t **xfer_p);
 

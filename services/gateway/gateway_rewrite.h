@@ -21,7 +21,7 @@
  * not rewritten. Input is remote: nothing is asserted, nothing is parsed beyond the scan.
  *
  * Output goes through a sink (e.g. a write to the client's fd); a sink error stops the
- * rewriter (every later call returns it again). Not thread-safe: one producer feeds it.
+ * rewriter (every later call returns it again). Not thread-safe: one transfer feeds it.
  */
 #ifndef GATEWAY_REWRITE_H
 #define GATEWAY_REWRITE_H

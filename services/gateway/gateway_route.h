@@ -21,7 +21,7 @@
  * sends on that socket when it is idle, or queues the frame on it when another thread holds
  * it, and the holder sends the queue before giving the socket back:
  *
- *   producer ─observe(conn)─► socket idle? ─yes─► take it, send, give back
+ *   transfer ─observe(conn)─► socket idle? ─yes─► take it, send, give back
  *                                         └─no──► its queue (≤ 64) ─► sent by the holder
  *
  * An OBSERVED is dropped (counted) when its socket was closed meanwhile (I/O error) or its

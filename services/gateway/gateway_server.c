@@ -2,7 +2,7 @@
  * gateway_server — per-request orchestration. See gateway_server.h.
  *
  * A request's state lives in an s_call_t. The handler owns it until it hands the client's
- * stream fd to the producer (gateway_xfer_attach); from then on the producer's callbacks
+ * stream to the transfer (gateway_xfer_attach_to); from then on the transfer's callbacks
  * own it, and s_on_done sends the record and frees it. On every path that ends in the
  * handler (validation error, no route, unreachable worker) the handler records and frees.
  *
@@ -1048,7 +1048,7 @@ static void s_completion(gateway_server_t *srv, gateway_api_kind_t kind, const i
         s_call_free(&call);
         return;
     }
-    gateway_xfer_attach(&xfer, fd); /* the call belongs to the producer from here on */
+    gateway_xfer_attach_to(&xfer, resp, fd); /* the call belongs to the transfer from here on */
 }
 
 static void s_chat(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp)
