@@ -12,6 +12,7 @@
  * and derives _count from them, so +Inf and _count always agree within one scrape.
  */
 #include "ipl_metrics.h"
+#include "ipl_unicode.h"
 
 #include <assert.h>
 #include <dirent.h>
@@ -527,16 +528,26 @@ char *ipl_metrics_render(ipl_metrics_t *self, size_t *len)
 char *ipl_metrics_escape(char *buf, size_t size, const char *value)
 {
     if (!buf || size == 0) return buf;
-    size_t out = 0;
-    for (const char *p = value ? value : ""; *p; p++) {
-        const char *esc = *p == '\\' ? "\\\\" : *p == '"' ? "\\\"" : *p == '\n' ? "\\n" : NULL;
-        size_t n = esc ? 2 : 1;
-        if (out + n + 1 > size) break; // never split an escape
-        if (esc)
-            memcpy(buf + out, esc, 2);
-        else
-            buf[out] = *p;
+    static const char replacement[] = "\xEF\xBF\xBD"; /* U+FFFD */
+    const unsigned char *p = (const unsigned char *)(value ? value : "");
+    size_t left = strlen((const char *)p), out = 0;
+    while (left > 0) {
+        uint32_t cp;
+        size_t len = ipl_utf8_next(p, left, &cp);
+        const char *put = (const char *)p;
+        size_t n = len;
+        if (cp == '\\' || cp == '"' || cp == '\n') {
+            put = cp == '\\' ? "\\\\" : cp == '"' ? "\\\"" : "\\n";
+            n = 2;
+        } else if (cp == IPL_UNICODE_INVALID) {
+            put = replacement; /* the exposition format is UTF-8: a stray byte would break it */
+            n = 3;
+        }
+        if (out + n + 1 > size) break; // never split an escape or a character
+        memcpy(buf + out, put, n);
         out += n;
+        p += len;
+        left -= len;
     }
     buf[out] = '\0';
     return buf;

@@ -66,7 +66,9 @@ extern const size_t ipl_metrics_vllm_itl_nbuckets;
 extern const double ipl_metrics_vllm_e2e_buckets[];  /* e2e_request_latency_seconds and the */
 extern const size_t ipl_metrics_vllm_e2e_nbuckets;   /* request phase histograms */
 
-/* Escapes a label value (\\, \", \n) into buf (always NUL-terminated, truncated to fit).
+/* Escapes a label value (\\, \", \n) into buf (always NUL-terminated, truncated to fit,
+ * never inside an escape or a character). Bytes that are not valid UTF-8 (the exposition
+ * format's encoding) become U+FFFD, so one client's bad bytes cannot break a scrape.
  * Returns buf. */
 char *ipl_metrics_escape(char *buf, size_t size, const char *value);
 

@@ -293,6 +293,15 @@ static void test_escape(void **state)
     assert_string_equal(ipl_metrics_escape(small, sizeof small, "ab\"c"), "ab"); // no half escape
     char one[1] = {'x'};
     assert_string_equal(ipl_metrics_escape(one, sizeof one, "abc"), "");
+    /* not UTF-8: each bad byte becomes U+FFFD; valid characters pass, and are never cut */
+    assert_string_equal(ipl_metrics_escape(buf, sizeof buf, "a\xff\xc3(b"),
+                        "a\xEF\xBF\xBD\xEF\xBF\xBD(b");
+    assert_string_equal(ipl_metrics_escape(buf, sizeof buf, "\xed\xa0\x80"), /* a surrogate */
+                        "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+    assert_string_equal(ipl_metrics_escape(buf, sizeof buf, "caf\xc3\xa9 \xf0\x9f\x98\x80"),
+                        "caf\xc3\xa9 \xf0\x9f\x98\x80");
+    char four[4];
+    assert_string_equal(ipl_metrics_escape(four, sizeof four, "ab\xc3\xa9"), "ab"); /* no half é */
 }
 
 // Runs `fn` in a child process and checks that it aborts.

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "exporter_series.h"
+#include "ipl_unicode.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
 
@@ -174,6 +175,30 @@ static void test_labels_are_escaped(void **state)
     assert_true(s_counter(f, "inferplane_requests_total",
                           "model=\"a\\\"b\\\\c\\nd\",tenant=\"\",pool=\"p\",endpoint=\"http://w0\","
                           "status_code=\"200\"") == 1);
+}
+
+/* A client's bytes that are not UTF-8 (a model it asked for, answered 404) never make the
+ * exposition invalid: they are rendered as U+FFFD (issue 20, defect 7). */
+static void test_invalid_utf8_stays_valid(void **state)
+{
+    fixture_t *f = *state;
+    ipl_record_t r = s_record();
+    r.model = "bad\xff\xfe-model";
+    r.status_code = 404;
+    r.tenant = "t\xc3";
+    exporter_series_apply(f->series, &r);
+    size_t len = 0;
+    char *text = ipl_metrics_render(f->metrics, &len);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "bad\xEF\xBF\xBD\xEF\xBF\xBD-model"));
+    const unsigned char *p = (const unsigned char *)text;
+    for (size_t i = 0; i < len;) { /* every byte of the page is valid UTF-8 */
+        uint32_t cp;
+        size_t n = ipl_utf8_next(p + i, len - i, &cp);
+        assert_true(cp != IPL_UNICODE_INVALID);
+        i += n;
+    }
+    free(text);
 }
 
 /* Semantic labels are counted by name, at most 64 distinct ones (then __overflow__). */
@@ -486,6 +511,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failed_record_counts_only_status, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_odd_values_are_clamped_or_skipped, s_setup,
                                         s_teardown),
+        cmocka_unit_test_setup_teardown(test_invalid_utf8_stays_valid, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_labels_are_escaped, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_semantic_labels, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_label_sets_are_capped, s_setup, s_teardown),
