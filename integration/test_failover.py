@@ -23,6 +23,7 @@ import threading
 import time
 import unittest
 
+from lib.cluster import policy_yaml
 from lib.harness import Stack, free_port, http, http_json, wait_until
 from test_exporter import SANITIZER_MARKS, metric, scrape
 
@@ -32,23 +33,8 @@ KEY = "sk-failover-standin-0123456789"
 COOLDOWN_MS = 1500
 FIRST_BYTE_MS = 1200
 
-RESOURCES = """apiVersion: inferplane.io/v1alpha1
-kind: InferenceWorkerSet
-metadata: {name: sims}
-spec:
-  model: sim-model
-  blockSize: 16
-  workers:
-%(workers)s
----
-apiVersion: inferplane.io/v1alpha1
-kind: InferencePool
-metadata: {name: chat}
-spec:
-  model: sim-model
-  targets:
-    - workerSet: sims
----
+# after the worker set and pool of cluster.policy_yaml
+RESOURCES = """---
 apiVersion: inferplane.io/v1alpha1
 kind: GatewayBackend
 metadata: {name: cloud-backend}
@@ -116,10 +102,8 @@ class TestFailover(unittest.TestCase):
             cls.standin = st.start_sim("standin", model="remote-chat",
                                        extra=["--api-key", KEY, "--time-scale", "20"])
             key = st.write("cloud-token", KEY + "\n")
-            workers = "\n".join('    - {name: %s, url: "%s", kvEvents: "%s", replay: "%s"}'
-                                % (s.worker_name, s.url, s.kv, s.replay) for s in cls.sims)
-            st.write("policy/resources.yaml", RESOURCES % {
-                "workers": workers, "standin": cls.standin.url, "key": key,
+            st.write("policy/resources.yaml", policy_yaml(cls.sims) + RESOURCES % {
+                "standin": cls.standin.url, "key": key,
                 "w3": cls.solo.url, "w3kv": cls.solo.kv, "w3replay": cls.solo.replay})
             cls.gw = st.start_chain(os.path.join(st.dir, "policy"), [
                 "--first-byte-timeout-ms", str(FIRST_BYTE_MS), "--max-attempts", "3",

@@ -22,29 +22,14 @@ import threading
 import time
 import unittest
 
+from lib.cluster import policy_yaml
 from lib.harness import Stack, free_port, http, zmq_endpoint
 
 MODEL = "sim-model"
 TENANT_HEADER = "x-inferplane-tenant"
 
-POLICY = """
-apiVersion: inferplane.io/v1alpha1
-kind: InferenceWorkerSet
-metadata: {name: sims}
-spec:
-  model: sim-model
-  blockSize: 16
-  workers:
-    - {name: w0, url: %(url)s, kvEvents: %(kv)s, replay: %(replay)s}
----
-apiVersion: inferplane.io/v1alpha1
-kind: InferencePool
-metadata: {name: chat}
-spec:
-  model: sim-model
-  targets:
-    - workerSet: sims
----
+# after the worker set and pool of cluster.policy_yaml
+TENANTS_POLICY = """---
 apiVersion: inferplane.io/v1alpha1
 kind: InferencePolicy
 metadata: {name: tenants}
@@ -64,7 +49,7 @@ def _chain(test, gateway_args=(), sim_args=(), max_queue=1, exporter=False):
     w0 = st.start_sim("w0", MODEL, extra=["--max-num-seqs", "2", "--time-scale", "1"] +
                       list(sim_args))
     pol = os.path.join(st.dir, "policy")
-    st.write("policy/p.yaml", POLICY % {"url": w0.url, "kv": w0.kv, "replay": w0.replay})
+    st.write("policy/p.yaml", policy_yaml([w0]) + TENANTS_POLICY)
     pub, rep = zmq_endpoint(), zmq_endpoint()
     st.start("policy", ["--dir", pol, "--pub", pub, "--rep", rep])
     pull, dpub, snap = zmq_endpoint(), zmq_endpoint(), zmq_endpoint()

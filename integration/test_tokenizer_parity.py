@@ -8,8 +8,9 @@ with byte fallback), plus a Llama-3.1-style copy whose post-processor prepends
 
 The reference is Hugging Face's own `tokenizers` (the Rust crate, through its official
 Node.js binding, npm package `tokenizers`) when tools/node/node_modules has it or
-$IPL_HF_TOKENIZERS names its directory, else @lenml/tokenizers (a transformers.js fork); the
-test prints which one it used.
+$IPL_HF_TOKENIZERS names its directory (`make deps` installs it); the test fails without it
+unless IPL_TOKENIZER_REFERENCE=lenml accepts @lenml/tokenizers (a transformers.js fork)
+instead. It prints which one it used.
 
 The corpus: hand-picked tricky strings (English, code, numbers, CJK, emoji, contractions,
 letter case, whitespace runs, special tokens, combining marks, control bytes), a seeded random
@@ -157,6 +158,14 @@ class TestTokenizerParity(unittest.TestCase):
         cls.ctl = binary("inferplanectl")
         cls.reference = reference()
         print("\ntokenizer parity reference: %s" % cls.reference)
+        # make deps installs Hugging Face's own tokenizers (npm `tokenizers`): a fallback to
+        # the JavaScript port must be asked for, never happen silently
+        if not cls.reference.startswith("hf ") and \
+                os.environ.get("IPL_TOKENIZER_REFERENCE") != "lenml":
+            raise AssertionError("the reference is %s, not Hugging Face's tokenizers (npm "
+                                 "`tokenizers` in tools/node/package.json): run `make deps`, "
+                                 "or set IPL_TOKENIZER_REFERENCE=lenml to accept the port"
+                                 % cls.reference)
         cls.texts = corpus(cls.reference.startswith("hf "))
         cls.tmp = tempfile.mkdtemp(prefix="ipl-tok-")
         # Llama-3.1's file: the same model with a TemplateProcessing post-processor (BOS).
