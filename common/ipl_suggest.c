@@ -50,6 +50,7 @@ void ipl_suggest_init(ipl_suggest_t *self, const char *word)
 
 void ipl_suggest_add(ipl_suggest_t *self, const char *candidate)
 {
+    if (!candidate) return;
     size_t d = ipl_suggest_distance(self->word, candidate);
     size_t len = strlen(self->word);
     if (d > 1 && len >= 3 && strncasecmp(candidate, self->word, len) == 0) d = 1;
@@ -79,10 +80,14 @@ char *ipl_suggest_known(char *buf, size_t size, const char *const *cands, size_t
         }                                                                                          \
     } while (0)
     S_PUT("(known: ");
-    for (size_t i = 0; i < n && i < shown; i++)
-        S_PUT("%s%s", i ? ", " : "", cands[i]);
-    if (n == 0) S_PUT("none");
-    if (n > shown) S_PUT("%sand %zu more", shown ? ", " : "", n - shown);
+    size_t named = 0, put = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!cands[i]) continue; /* a candidate without a name is not known */
+        if (put < shown) S_PUT("%s%s", put++ ? ", " : "", cands[i]);
+        named++;
+    }
+    if (named == 0) S_PUT("none");
+    if (named > shown) S_PUT("%sand %zu more", shown ? ", " : "", named - shown);
     S_PUT(")");
 #undef S_PUT
     return buf;

@@ -34,12 +34,13 @@ typedef struct {
 size_t ipl_suggest_distance(const char *a, const char *b);
 
 void ipl_suggest_init(ipl_suggest_t *self, const char *word);
+/* A NULL candidate (a resource whose name did not compile) is ignored. */
 void ipl_suggest_add(ipl_suggest_t *self, const char *candidate);
 /* The nearest candidate added (borrowed) when it is close enough, else NULL. */
 const char *ipl_suggest_best(const ipl_suggest_t *self);
 
 /* Writes "(known: a, b, c)" into buf: the first `shown` candidates, then ", and N more" for
- * the rest; "(known: none)" when n is 0. Truncated to fit, always NUL-terminated. Returns
+ * the rest; NULL entries are skipped; "(known: none)" when none is left. Truncated to fit, always NUL-terminated. Returns
  * buf. */
 char *ipl_suggest_known(char *buf, size_t size, const char *const *cands, size_t n, size_t shown);
 

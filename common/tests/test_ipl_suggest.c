@@ -69,12 +69,29 @@ static void test_known_list(void **state)
     assert_string_equal(ipl_suggest_known(buf, 12, names, 4, 4), "(known: a, ");
 }
 
+/* NULL candidates (resources whose names did not compile) are skipped, never read. */
+static void test_null_candidates_are_skipped(void **state)
+{
+    (void)state;
+    ipl_suggest_t s;
+    ipl_suggest_init(&s, "chta");
+    ipl_suggest_add(&s, NULL);
+    ipl_suggest_add(&s, "chat");
+    assert_string_equal(ipl_suggest_best(&s), "chat");
+    const char *cands[] = {NULL, "a", NULL, "b"};
+    char buf[64];
+    assert_string_equal(ipl_suggest_known(buf, sizeof buf, cands, 4, 8), "(known: a, b)");
+    const char *none[] = {NULL};
+    assert_string_equal(ipl_suggest_known(buf, sizeof buf, none, 1, 8), "(known: none)");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_distance),
         cmocka_unit_test(test_suggests_a_plausible_typo_only),
         cmocka_unit_test(test_known_list),
+        cmocka_unit_test(test_null_candidates_are_skipped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -227,7 +227,8 @@ void policy_yaml_unique(policy_yaml_t *self, const char *kind, const void *items
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < i; j++) {
             const char *a = s_name_at(items, i, stride, name_off);
-            if (strcmp(a, s_name_at(items, j, stride, name_off))) continue;
+            const char *b = s_name_at(items, j, stride, name_off);
+            if (!a || !b || strcmp(a, b)) continue;
             const policy_loc_t *la =
                 (const policy_loc_t *)((const char *)items + i * stride + loc_off);
             const policy_loc_t *lb =
@@ -243,9 +244,12 @@ void policy_yaml_unique(policy_yaml_t *self, const char *kind, const void *items
 const void *policy_yaml_find(const void *items, size_t n, size_t stride, size_t name_off,
                              const char *name)
 {
-    for (size_t i = 0; i < n; i++)
-        if (!strcmp(s_name_at(items, i, stride, name_off), name))
-            return (const char *)items + i * stride;
+    if (!name) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        /* a resource whose name field failed to compile (already an error) has none */
+        const char *at = s_name_at(items, i, stride, name_off);
+        if (at && !strcmp(at, name)) return (const char *)items + i * stride;
+    }
     return NULL;
 }
 

@@ -188,9 +188,14 @@ static void s_feed_stream(gateway_sse_t *self, const char *p, size_t len, uint64
         const char *eol = p;
         while (eol < end && *eol != '\n' && *eol != '\r')
             eol++;
-        if (!self->line_over &&
-            !s_append(&self->line, &self->line_len, self->max, p, (size_t)(eol - p)))
+        size_t n = (size_t)(eol - p);
+        if (!self->line_over && !s_append(&self->line, &self->line_len, self->max, p, n)) {
+            /* keep what fits: the field name at the start of an over-long line decides what
+             * it spoils (a data line its event, a comment nothing), wherever TCP cut it */
+            size_t room = self->max - self->line_len;
+            if (room < n) s_append(&self->line, &self->line_len, self->max, p, room);
             self->line_over = true;
+        }
         if (eol == end) return; /* the line continues in the next chunk */
         self->after_cr = *eol == '\r';
         s_line(self, self->line ? self->line : "", self->line_len, self->line_over, now_ns);

@@ -754,6 +754,38 @@ static void test_examples_compile(void **state)
     s_compile_example("policy-full", 8);
 }
 
+/* A pool whose model did not compile has no model: the rules' and duplicates' checks that
+ * look pools up by model must report, not crash (found by fuzz/fuzz_policy: the policy
+ * service and `inferplanectl validate` died with SIGSEGV on this file). */
+static void test_pool_without_model_and_a_rule_do_not_crash(void **state)
+{
+    (void)state;
+    const char *yaml = "apiVersion: inferplane.io/v1alpha1\n"
+                       "kind: InferencePool\n"
+                       "metadata: {name: chat}\n"
+                       "spec:\n"
+                       "  model: [not, a, string]\n"
+                       "  targets: []\n"
+                       "---\n"
+                       "apiVersion: inferplane.io/v1alpha1\n"
+                       "kind: InferencePool\n"
+                       "metadata: {name: chat2}\n"
+                       "spec:\n"
+                       "  model: {}\n"
+                       "  targets: []\n"
+                       "---\n"
+                       "apiVersion: inferplane.io/v1alpha1\n"
+                       "kind: InferencePolicy\n"
+                       "metadata: {name: p}\n"
+                       "spec:\n"
+                       "  rules:\n"
+                       "    - name: r\n"
+                       "      match: {models: [x]}\n"
+                       "      reject: {status: 403, reason: no}\n";
+    s_expect(yaml, NULL, "match.models[0] \"x\" is neither a pool's model nor an alias",
+             "(known: none)");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -775,6 +807,7 @@ int main(void)
         cmocka_unit_test(test_lora_adapters_reach_the_policy_workers),
         cmocka_unit_test(test_every_worker_set_and_pool_error),
         cmocka_unit_test(test_examples_compile),
+        cmocka_unit_test(test_pool_without_model_and_a_rule_do_not_crash),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

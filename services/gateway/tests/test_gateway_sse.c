@@ -194,6 +194,34 @@ static void test_malformed_error_and_overlong(void **state)
     gateway_sse_destroy(&p);
 }
 
+/* An over-long comment (keep-alive padding) spoils nothing, whether it arrives in one chunk
+ * or in many: the field name at its start decides (found by fuzz/fuzz_sse, where a whole-chunk
+ * comment spoiled the next event's content). */
+static void test_overlong_comment_spoils_nothing(void **state)
+{
+    (void)state;
+    char pad[200];
+    memset(pad, ' ', sizeof(pad));
+    pad[0] = ':';
+    const char *ev = "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n";
+    for (int split = 0; split < 2; split++) {
+        gateway_sse_t *p = gateway_sse_new(GATEWAY_SSE_STREAM, 64);
+        if (split)
+            for (size_t i = 0; i < sizeof(pad); i += 10)
+                gateway_sse_feed(p, pad + i, 10, 1);
+        else
+            gateway_sse_feed(p, pad, sizeof(pad), 1);
+        gateway_sse_feed(p, "\n", 1, 1);
+        gateway_sse_feed(p, ev, strlen(ev), 2);
+        gateway_sse_finish(p, 3);
+        const gateway_sse_stats_t *st = gateway_sse_stats(p);
+        assert_int_equal(st->overlong, 0);
+        assert_int_equal(st->content_events, 1);
+        assert_int_equal(st->events, 1);
+        gateway_sse_destroy(&p);
+    }
+}
+
 static void test_json_body(void **state)
 {
     (void)state;
@@ -279,6 +307,7 @@ int main(void)
         cmocka_unit_test(test_content_kinds),
         cmocka_unit_test(test_multiline_data_and_unterminated_end),
         cmocka_unit_test(test_malformed_error_and_overlong),
+        cmocka_unit_test(test_overlong_comment_spoils_nothing),
         cmocka_unit_test(test_json_body),
         cmocka_unit_test(test_garbage_never_crashes),
         cmocka_unit_test(test_mode_for),
