@@ -196,6 +196,7 @@ FUZZ_EXTRA_fuzz_tenants := $(wildcard libs/tenants/*.c)
 FUZZ_EXTRA_fuzz_labels  := $(wildcard libs/labels/*.c)
 FUZZ_EXTRA_fuzz_api_anthropic := $(wildcard libs/api/*.c)
 FUZZ_EXTRA_fuzz_limits := $(wildcard libs/limits/*.c)
+FUZZ_EXTRA_fuzz_bench_trace := $(addprefix tools/inferplane-bench/,bench_trace.c bench_rng.c bench_stream.c)
 FUZZ_EXTRA_fuzz_sse := services/gateway/gateway_sse.c
 FUZZ_EXTRA_fuzz_gateway_request := services/gateway/gateway_api.c $(wildcard libs/api/*.c)
 FUZZ_EXTRA_fuzz_route := libs/decider/decider_http.c common/ipl_httpd.c \

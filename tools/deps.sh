@@ -5,7 +5,7 @@ set -euo pipefail
 
 pkgs=(libczmq-dev libzmq3-dev libmsgpack-dev libmicrohttpd-dev libcurl4-openssl-dev libyaml-dev
       libxxhash-dev libcmocka-dev libcjson-dev pkg-config gcc make clang libclang-rt-dev
-      python3-yaml nginx wrk)
+      python3-yaml nginx wrk gnuplot-nox)
 # Commands the tests and tools call, with the Debian package that provides each.
 declare -A cmds=([python3]=python3 [curl]=curl [node]=nodejs [npm]=npm [promtool]=prometheus
                  [prometheus]=prometheus)
