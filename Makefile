@@ -202,15 +202,24 @@ FUZZ_EXTRA_fuzz_gateway_request := services/gateway/gateway_api.c $(wildcard lib
 FUZZ_EXTRA_fuzz_route := libs/decider/decider_http.c common/ipl_httpd.c \
   $(wildcard libs/decision/*.c libs/policy/*.c libs/labels/*.c)
 FUZZ_EXTRA_fuzz_policy := common/ipl_httpd.c $(wildcard libs/policy/*.c libs/labels/*.c)
+FUZZ_EXTRA_fuzz_collector_checkpoint := services/collector/collector_checkpoint.c
 .PHONY: fuzz fuzz-build
 fuzz-build: $(FUZZ_BINS)
+# Every source is compiled once for all targets (build-fuzz/obj/, instrumented for coverage
+# with -fsanitize=fuzzer-no-link); a target links its own file, common/ and proto/, and its
+# FUZZ_EXTRA_ sources.
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer-no-link,address,undefined \
+               -MMD -MP $(LIB_DIRS:%=-I%) -DIPL_VERSION=\"fuzz\"
+fuzz_obj     = $(patsubst %.c,build-fuzz/obj/%.o,$(1))
+build-fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "FUZZ-CC $<"
+	@clang $(FUZZ_CFLAGS) $(PKG_CFLAGS) -c $< -o $@
+.PRECIOUS: build-fuzz/obj/%.o
 .SECONDEXPANSION:
-build-fuzz/fuzz_%: fuzz/fuzz_%.c $(FUZZ_LIBSRC) $$(FUZZ_EXTRA_fuzz_$$*) \
-                   $(wildcard $(LIB_DIRS:%=%/*.h))
-	@mkdir -p build-fuzz
+build-fuzz/fuzz_%: $$(call fuzz_obj,fuzz/fuzz_$$*.c $(FUZZ_LIBSRC) $$(FUZZ_EXTRA_fuzz_$$*))
 	@echo "FUZZ $@"
-	@clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined $(LIB_DIRS:%=-I%) \
-	  -DIPL_VERSION=\"fuzz\" $(PKG_CFLAGS) $< $(FUZZ_LIBSRC) $(FUZZ_EXTRA_$(@F)) $(PKG_LIBS) \
-	  $(LDLIBS) -o $@
+	@clang -fsanitize=fuzzer,address,undefined $^ $(PKG_LIBS) $(LDLIBS) -o $@
+-include $(shell find build-fuzz/obj -name '*.d' 2>/dev/null)
 fuzz: deps fuzz-build
 	@tools/run-fuzz $(FUZZ_SECONDS) $(FUZZ_BINS)

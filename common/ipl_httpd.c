@@ -24,6 +24,26 @@
  * The listening socket is created and bound by ipl_httpd_new (so that a bad or busy address is
  * an error at construction and the port is known before serving) and handed to MHD with
  * MHD_OPTION_LISTEN_SOCKET by ipl_httpd_start.
+ *
+ * Connections (ipl_conns): MHD's accept policy callback asks the table whether a connection
+ * may come in (limits), its connection notifications open and close the table's entries, the
+ * URI log callback (the request line is in) marks a connection READING, the first access call
+ * (the head is in) BODY, the last one ACTIVE and the completion IDLE; the table's watchdog shuts
+ * down those past their deadline. MHD's own connection limit sits above the table's, so that MHD
+ * never stops accepting (it would leave new connections waiting in the backlog instead of refusing
+ * them).
+ *
+ * Draining: MHD_quiesce_daemon stops MHD accepting, and shutdown(2) of the listening socket
+ * makes the kernel refuse new connections (MHD's duplicate of it stays open until
+ * MHD_stop_daemon, as MHD requires); the table shuts idle connections down; a request whose
+ * head arrives later gets the drain answer, and every response carries Connection: close.
+ *
+ * Framing (RFC 9112 6.3): Transfer-Encoding other than exactly "chunked", Transfer-Encoding
+ * beside Content-Length, and several Content-Length headers are refused with 400 and the
+ * connection closed (a request-smuggling shape); so is HTTP/1.1 without Host. A chunked body
+ * that grows past max_body (or a refused body past S_DRAIN_LIMIT) cannot be answered through
+ * MHD before it ends (MHD queues responses only before or after the body), so the 413 is
+ * written on the socket directly (s_refuse_now), followed by a lingering close.
  */
 #include "ipl_httpd.h"
 
@@ -42,18 +62,24 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "ipl_clock.h"
+#include "ipl_conns.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
 
 #define S_DEFAULT_MAX_BODY (1024 * 1024)
 #define S_STREAM_BLOCK     16384
 #define S_PUMP_SLICE_MS    100 /* a pump round's longest wait: stop and hang-up checks */
-#define S_IDLE_TIMEOUT_S   120 /* idle keep-alive connections; streams have no timeout */
 #define S_LISTEN_BACKLOG   256
 #define S_DRAIN_LIMIT      (64ull * 1024 * 1024) /* most body bytes read to answer 413 */
+#define S_LINGER_MS        3000 /* after a 413 sent mid-body: how long the rest is read */
+#define S_FDS_PER_CONN     4    /* client socket, a stream's pipe, its upstream connection */
+#define S_FDS_RESERVE      512  /* descriptors for everything but the connections */
+#define S_MHD_SLACK        16   /* MHD's limit above the table's (closing connections) */
 
 typedef struct {
     char *method; /* "GET", "POST", ... or "*" */
@@ -71,11 +97,21 @@ struct ipl_httpd {
     int port;
     char listen[128]; /* as given, for logs */
     size_t max_body;
-    size_t max_header, max_url; /* ipl_httpd_limits (0: unchecked) */
+    size_t max_header, max_url;   /* ipl_httpd_limits (0: unchecked) */
+    ipl_conns_config_t conns_cfg; /* ipl_httpd_connections */
+    ipl_conns_t *conns;           /* made by ipl_httpd_start */
+    ipl_metrics_t *metrics;       /* ipl_httpd_metrics (borrowed), or NULL */
+    char metrics_prefix[64];
+    ipl_http_handler_fn *drain_fn; /* answers requests that arrive while draining */
+    int quiesced_fd;               /* MHD's listening socket after MHD_quiesce_daemon, or -1 */
+    void *drain_arg;
     s_route_t *routes;
     size_t nroutes;
     size_t routes_cap;
     int stop_pipe[2]; /* the read end becomes readable when destroy begins */
+    /* ipl_httpd_guard: run before every handler, or NULL */
+    ipl_http_guard_fn *guard;
+    void *guard_arg;
 };
 
 typedef struct {
@@ -109,6 +145,9 @@ struct ipl_http_req {
     int err_status; /* 404, 405, 413: answered with err_msg instead of running a handler */
     char err_msg[256];
     char allow[128]; /* methods for a 405 */
+    bool close;      /* a framing error: the connection is closed after the answer */
+    bool chunked;    /* the body comes chunked (its size is known only at its end) */
+    bool draining;   /* it arrived while draining: the drain answer */
 };
 
 typedef struct {
@@ -227,8 +266,10 @@ ipl_httpd_t *ipl_httpd_new(const char *listen, size_t max_body)
     ipl_httpd_t *self = calloc(1, sizeof *self);
     if (!self) return NULL;
     self->listen_fd = -1;
+    self->quiesced_fd = -1;
     self->stop_pipe[0] = self->stop_pipe[1] = -1;
     self->max_body = max_body ? max_body : S_DEFAULT_MAX_BODY;
+    self->conns_cfg = IPL_CONNS_DEFAULTS;
     snprintf(self->listen, sizeof self->listen, "%s", listen ? listen : "");
     if (pipe2(self->stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0 || s_bind(self, listen) != 0) {
         int err = errno;
@@ -253,6 +294,8 @@ void ipl_httpd_destroy(ipl_httpd_t **self_p)
         MHD_stop_daemon(self->daemon);
         IPL_DEBUG("http_stopped", "port=%d", self->port);
     }
+    if (self->quiesced_fd >= 0) close(self->quiesced_fd); /* MHD's copy, handed back */
+    ipl_conns_destroy(&self->conns); /* after MHD: every connection has been closed */
     if (self->listen_fd >= 0) close(self->listen_fd);
     for (int i = 0; i < 2; i++)
         if (self->stop_pipe[i] >= 0) close(self->stop_pipe[i]);
@@ -289,12 +332,62 @@ void ipl_httpd_route(ipl_httpd_t *self, const char *method, const char *path,
     r->arg = arg;
 }
 
+void ipl_httpd_guard(ipl_httpd_t *self, ipl_http_guard_fn *fn, void *arg)
+{
+    if (!self) return;
+    assert(!self->daemon && "set the guard before ipl_httpd_start");
+    self->guard = fn;
+    self->guard_arg = arg;
+}
+
 void ipl_httpd_limits(ipl_httpd_t *self, size_t max_header_bytes, size_t max_url_bytes)
 {
     if (!self) return;
     assert(!self->daemon && "set limits before ipl_httpd_start");
     self->max_header = max_header_bytes;
     self->max_url = max_url_bytes;
+}
+
+void ipl_httpd_connections(ipl_httpd_t *self, const ipl_conns_config_t *config)
+{
+    if (!self) return;
+    assert(config && !self->daemon && "set connection limits before ipl_httpd_start");
+    self->conns_cfg = *config;
+    if (self->conns_cfg.max_connections <= 0)
+        self->conns_cfg.max_connections = IPL_CONNS_DEFAULT_MAX;
+}
+
+void ipl_httpd_metrics(ipl_httpd_t *self, ipl_metrics_t *metrics, const char *prefix)
+{
+    if (!self) return;
+    assert(metrics && prefix && !self->daemon && "register metrics before ipl_httpd_start");
+    self->metrics = metrics;
+    snprintf(self->metrics_prefix, sizeof self->metrics_prefix, "%s", prefix);
+}
+
+void ipl_httpd_drain_handler(ipl_httpd_t *self, ipl_http_handler_fn *fn, void *arg)
+{
+    if (!self) return;
+    assert(!self->daemon && "set the drain handler before ipl_httpd_start");
+    self->drain_fn = fn;
+    self->drain_arg = arg;
+}
+
+void ipl_httpd_drain(ipl_httpd_t *self)
+{
+    if (!self || !self->daemon || ipl_conns_draining(self->conns)) return;
+    /* MHD's copy of the listening socket must stay open until MHD_stop_daemon; shutting
+     * ours down stops the kernel completing connections on it (they are refused). */
+    self->quiesced_fd = MHD_quiesce_daemon(self->daemon); /* ours to close, after the stop */
+    if (self->listen_fd >= 0) (void)shutdown(self->listen_fd, SHUT_RDWR);
+    ipl_conns_drain(self->conns);
+    IPL_DEBUG("http_draining", "port=%d in_flight=%zu", self->port,
+              ipl_conns_inflight(self->conns));
+}
+
+size_t ipl_httpd_inflight(const ipl_httpd_t *self)
+{
+    return self && self->conns ? ipl_conns_inflight(self->conns) : 0;
 }
 
 int ipl_httpd_port(const ipl_httpd_t *self)
@@ -520,9 +613,10 @@ static void s_stream_free(void *cls)
     free(st);
 }
 
-/* Turns `resp` into an MHD response and queues it. Consumes the body and the stream fd. */
+/* Turns `resp` into an MHD response and queues it. Consumes the body and the stream fd.
+ * `close_after` (and draining) closes the connection after the response. */
 static enum MHD_Result s_queue(ipl_httpd_t *self, struct MHD_Connection *conn,
-                               ipl_http_resp_t *resp)
+                               ipl_http_resp_t *resp, bool close_after)
 {
     if (resp->status < 100 || resp->status > 999)
         ipl_http_resp_error(resp, 500, "server_error", "the handler did not set a response");
@@ -565,13 +659,16 @@ static enum MHD_Result s_queue(ipl_httpd_t *self, struct MHD_Connection *conn,
             IPL_LOG_EVERY(10, IPL_LOG_WARN, "http_header_rejected", "name=%s",
                           resp->headers[i].name);
     }
+    if (close_after || (self->conns && ipl_conns_draining(self->conns)))
+        MHD_add_response_header(mr, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result rc = MHD_queue_response(conn, (unsigned)resp->status, mr);
     MHD_destroy_response(mr); /* the connection keeps its reference */
     s_resp_free(resp);
     return rc;
 }
 
-/* Queues the refusal decided for `req` (404, 405 with Allow, 413) as a JSON error. */
+/* Queues the refusal decided for `req` (400, 404, 405 with Allow, 413, 414, 431) as a JSON
+ * error. */
 static enum MHD_Result s_queue_error(ipl_httpd_t *self, struct MHD_Connection *conn,
                                      const ipl_http_req_t *req)
 {
@@ -582,7 +679,7 @@ static enum MHD_Result s_queue_error(ipl_httpd_t *self, struct MHD_Connection *c
     const char *type = req->err_status == 404 ? "not_found_error" : "invalid_request_error";
     ipl_http_resp_error(&resp, req->err_status, type, req->err_msg);
     if (req->allow[0]) ipl_http_resp_header(&resp, MHD_HTTP_HEADER_ALLOW, req->allow);
-    return s_queue(self, conn, &resp);
+    return s_queue(self, conn, &resp, req->close);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -652,17 +749,88 @@ static int s_head_too_big(const ipl_httpd_t *self, struct MHD_Connection *conn, 
     return 0;
 }
 
-/* Decides, from the headers alone, whether the request is refused (404, 405, 413 by
- * Content-Length, 431 and 414 by ipl_httpd_limits), and whether to say so at once or after
- * draining the body. */
+/* The connection's entry in the table (ipl_conns), or NULL. */
+static ipl_conn_t *s_conn(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+typedef struct {
+    const char *name;
+    size_t n;
+} s_named_t;
+
+static enum MHD_Result s_count_named(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    (void)kind;
+    (void)value;
+    s_named_t *c = cls;
+    if (key && strcasecmp(key, c->name) == 0) c->n++;
+    return MHD_YES;
+}
+
+static size_t s_header_count(struct MHD_Connection *conn, const char *name)
+{
+    s_named_t c = {.name = name};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, s_count_named, &c);
+    return c.n;
+}
+
+/* 400 when the head breaks HTTP/1.1's framing rules (RFC 9112 6.3: the body's length must be
+ * unambiguous, a request-smuggling shape otherwise) or lacks Host (RFC 9112 3.2), else 0;
+ * err_msg filled. A framing error closes the connection after the answer (req->close);
+ * *unframed: not even MHD can find the body's end (answer at once). */
+static int s_bad_head(struct MHD_Connection *conn, const char *version, ipl_http_req_t *req,
+                      bool *unframed)
+{
+    size_t nte = s_header_count(conn, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    size_t ncl = s_header_count(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *te =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    req->chunked = nte == 1 && te && strcasecmp(te, "chunked") == 0;
+    *unframed = nte && !req->chunked;
+    if (*unframed)
+        snprintf(req->err_msg, sizeof req->err_msg,
+                 "Transfer-Encoding must be exactly \"chunked\" (got %s%.64s%s)",
+                 nte > 1 ? "several headers: " : "\"", te ? te : "", nte > 1 ? "" : "\"");
+    else if (nte && ncl)
+        snprintf(req->err_msg, sizeof req->err_msg,
+                 "a request must not have both Content-Length and Transfer-Encoding (its body's "
+                 "length would be ambiguous)");
+    else if (ncl > 1)
+        snprintf(req->err_msg, sizeof req->err_msg,
+                 "a request must have one Content-Length header (got %zu)", ncl);
+    if (*unframed || (nte && ncl) || ncl > 1) {
+        req->close = true;
+        return 400;
+    }
+    bool http11 = version && strncmp(version, "HTTP/1.", 7) == 0 && version[7] != '0';
+    if (http11 && !MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST)) {
+        snprintf(req->err_msg, sizeof req->err_msg, "an HTTP/1.1 request needs a Host header");
+        return 400;
+    }
+    return 0;
+}
+
+/* Decides, from the headers alone, whether the request is refused (400 by s_bad_head, 404,
+ * 405, 413 by Content-Length, 431 and 414 by ipl_httpd_limits) or gets the drain answer, and
+ * whether to say so at once or after draining the body. */
 static enum MHD_Result s_first_call(ipl_httpd_t *self, struct MHD_Connection *conn,
-                                    ipl_http_req_t *req)
+                                    const char *version, ipl_http_req_t *req)
 {
     char allow[128];
+    bool unframed = false;
+    ipl_conns_head(self->conns, s_conn(conn)); /* in flight from now: a drain waits for it */
     req->route = s_match(self, req->method, req->path, allow, sizeof allow);
-    int head = s_head_too_big(self, conn, req);
-    if (head) {
-        req->err_status = head;
+    int bad = s_bad_head(conn, version, req, &unframed);
+    int head = bad ? 0 : s_head_too_big(self, conn, req);
+    if (bad || head) {
+        req->err_status = bad ? bad : head;
+    } else if (self->conns && ipl_conns_draining(self->conns)) {
+        req->draining = true; /* its body is read (within max_body), then the drain answer */
     } else if (!req->route && allow[0]) {
         req->err_status = 405;
         snprintf(req->err_msg, sizeof req->err_msg, "method %s is not allowed on %s (allowed: %s)",
@@ -675,7 +843,7 @@ static enum MHD_Result s_first_call(ipl_httpd_t *self, struct MHD_Connection *co
     const char *cl =
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     unsigned long long declared = 0;
-    if (cl) {
+    if (cl && !req->chunked) {
         char *end;
         errno = 0;
         declared = strtoull(cl, &end, 10);
@@ -693,17 +861,84 @@ static enum MHD_Result s_first_call(ipl_httpd_t *self, struct MHD_Connection *co
     /* Answering before the body is read makes MHD close the connection without reading it,
      * and a client still sending (most do not wait for "100 Continue") then sees a reset
      * instead of our answer. So the body is drained first, unless the client waits for
-     * "100 Continue" or announces more than S_DRAIN_LIMIT bytes. */
+     * "100 Continue", announces more than S_DRAIN_LIMIT bytes, or its body has no end MHD
+     * can find. */
     const char *expect = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
     bool waits = expect && strcasecmp(expect, "100-continue") == 0;
-    if (!waits && declared <= S_DRAIN_LIMIT) return MHD_YES;
+    if (!waits && !unframed && declared <= S_DRAIN_LIMIT) return MHD_YES;
     req->answered = true;
+    ipl_conns_active(self->conns, s_conn(conn));
     return s_queue_error(self, conn, req);
 }
 
-/* Appends body bytes, or drops them once the request is refused. False when a client keeps
- * sending a refused body past S_DRAIN_LIMIT (the connection is then closed). */
-static bool s_append_body(ipl_httpd_t *self, ipl_http_req_t *req, const char *data, size_t n)
+/* Waits up to `ms` for `events` on fd. */
+static bool s_wait_fd(int fd, short events, int ms)
+{
+    struct pollfd p = {.fd = fd, .events = events};
+    int rc;
+    do
+        rc = poll(&p, 1, ms);
+    while (rc < 0 && errno == EINTR);
+    return rc > 0;
+}
+
+/* Answers the refusal of `req` on the socket itself, in the middle of its body (MHD cannot
+ * queue a response then), and closes lingering: the client's remaining bytes are read and
+ * dropped until it closes, S_LINGER_MS or S_DRAIN_LIMIT, so that it reads the answer rather
+ * than a reset. Runs on the connection's thread inside the access callback, when MHD does not
+ * touch the socket; the caller then returns MHD_NO (MHD closes the connection). */
+static void s_refuse_now(ipl_httpd_t *self, struct MHD_Connection *conn, ipl_http_req_t *req)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    int fd = ci ? ci->connect_fd : -1;
+    char path[160];
+    IPL_LOG_EVERY(10, IPL_LOG_DEBUG, "http_refused", "status=%d method=%s path=%s body=chunked",
+                  req->err_status, req->method, ipl_log_quote(path, sizeof path, req->path));
+    if (fd < 0) return;
+    ipl_conns_active(self->conns, s_conn(conn));
+    ipl_http_resp_t resp = {.stream_fd = -1};
+    ipl_http_resp_error(&resp, req->err_status,
+                        req->err_status == 404 ? "not_found_error" : "invalid_request_error",
+                        req->err_msg);
+    const char *reason = MHD_get_reason_phrase_for((unsigned)resp.status);
+    char head[256];
+    int n = snprintf(head, sizeof head,
+                     "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                     "Connection: close\r\n\r\n",
+                     resp.status, reason ? reason : "", resp.len);
+    uint64_t deadline = ipl_mono_ms() + S_LINGER_MS;
+    const char *parts[2] = {head, resp.body ? resp.body : ""};
+    size_t lens[2] = {(size_t)n, resp.len};
+    for (int i = 0; i < 2; i++) {
+        size_t off = 0;
+        while (off < lens[i] && ipl_mono_ms() < deadline) {
+            ssize_t w = send(fd, parts[i] + off, lens[i] - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (w > 0)
+                off += (size_t)w;
+            else if (w < 0 && (errno == EAGAIN || errno == EINTR))
+                (void)s_wait_fd(fd, POLLOUT, 100);
+            else
+                break;
+        }
+    }
+    s_resp_free(&resp);
+    (void)shutdown(fd, SHUT_WR);
+    char sink[16384];
+    uint64_t dropped = 0;
+    while (dropped < S_DRAIN_LIMIT && ipl_mono_ms() < deadline) {
+        if (!s_wait_fd(fd, POLLIN, 100)) continue;
+        ssize_t r = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) break;
+        if (r > 0) dropped += (uint64_t)r;
+    }
+}
+
+/* Appends body bytes, or drops them once the request is refused. False when the connection
+ * is to be closed: a refusal was answered on the socket (a chunked body past max_body, or a
+ * refused body past S_DRAIN_LIMIT), or out of memory. */
+static bool s_append_body(ipl_httpd_t *self, struct MHD_Connection *conn, ipl_http_req_t *req,
+                          const char *data, size_t n)
 {
     if (!req->drop_body && req->len + n > self->max_body) {
         req->drop_body = true;
@@ -714,10 +949,16 @@ static bool s_append_body(ipl_httpd_t *self, ipl_http_req_t *req, const char *da
         free(req->body);
         req->body = NULL;
         req->len = req->cap = 0;
+        if (req->chunked) { /* no end in sight: say so now */
+            s_refuse_now(self, conn, req);
+            return false;
+        }
     }
     if (req->drop_body) {
         req->dropped += n;
-        return req->dropped <= S_DRAIN_LIMIT;
+        if (req->dropped <= S_DRAIN_LIMIT) return true;
+        s_refuse_now(self, conn, req);
+        return false;
     }
     if (req->len + n + 1 > req->cap) {
         size_t cap = req->cap ? req->cap : 1024;
@@ -734,11 +975,19 @@ static bool s_append_body(ipl_httpd_t *self, ipl_http_req_t *req, const char *da
     return true;
 }
 
+/* The answer to a request that arrived while draining: the drain handler's, or a 503. */
+static void s_drain_answer(ipl_httpd_t *self, const ipl_http_req_t *req, ipl_http_resp_t *resp)
+{
+    if (self->drain_fn)
+        self->drain_fn(self->drain_arg, req, resp);
+    else
+        ipl_http_resp_error(resp, 503, "server_error", "the server is shutting down");
+}
+
 static enum MHD_Result s_access(void *cls, struct MHD_Connection *conn, const char *url,
                                 const char *method, const char *version, const char *upload_data,
                                 size_t *upload_data_size, void **con_cls)
 {
-    (void)version;
     ipl_httpd_t *self = cls;
     ipl_http_req_t *req = *con_cls;
     if (!req) {
@@ -748,35 +997,119 @@ static enum MHD_Result s_access(void *cls, struct MHD_Connection *conn, const ch
         req->method = method;
         req->path = url;
         *con_cls = req;
-        return s_first_call(self, conn, req);
+        return s_first_call(self, conn, version, req);
     }
     if (req->answered) { /* answered early: MHD discards the body */
         *upload_data_size = 0;
         return MHD_YES;
     }
     if (*upload_data_size) {
-        bool ok = s_append_body(self, req, upload_data, *upload_data_size);
+        bool ok = s_append_body(self, conn, req, upload_data, *upload_data_size);
         *upload_data_size = 0;
         return ok ? MHD_YES : MHD_NO;
     }
     req->answered = true;
+    ipl_conns_active(self->conns, s_conn(conn)); /* the request is in: no read deadline */
     if (req->err_status) return s_queue_error(self, conn, req);
     ipl_http_resp_t resp = {.stream_fd = -1};
-    req->route->fn(req->route->arg, req, &resp);
-    return s_queue(self, conn, &resp);
+    if (req->draining)
+        s_drain_answer(self, req, &resp);
+    else if (!self->guard || self->guard(self->guard_arg, req, &resp))
+        req->route->fn(req->route->arg, req, &resp);
+    return s_queue(self, conn, &resp, false);
 }
 
+/* The response has been sent (or the request ended otherwise): the connection waits for the
+ * next one, with the idle deadline (a stream had switched MHD's own timeout off). */
 static void s_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                         enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
-    (void)conn;
+    ipl_httpd_t *self = cls;
     (void)toe;
+    ipl_conns_idle(self->conns, s_conn(conn));
+    int idle_ms = self->conns_cfg.idle_timeout_ms;
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT,
+                              idle_ms > 0 ? (unsigned)((idle_ms + 999) / 1000) : 0u);
     ipl_http_req_t *req = *con_cls;
     if (!req) return;
     free(req->body);
     free(req);
     *con_cls = NULL;
+}
+
+/* MHD's accept policy: the table's limits. */
+static enum MHD_Result s_admit(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    ipl_httpd_t *self = cls;
+    return ipl_conns_admit(self->conns, addr, addrlen) ? MHD_YES : MHD_NO;
+}
+
+static socklen_t s_addr_len(const struct sockaddr *addr)
+{
+    if (!addr) return 0;
+    return addr->sa_family == AF_INET6  ? (socklen_t)sizeof(struct sockaddr_in6)
+           : addr->sa_family == AF_INET ? (socklen_t)sizeof(struct sockaddr_in)
+                                        : 0;
+}
+
+/* A connection opens (the accepting thread) or closes (MHD's cleanup, before its socket is
+ * closed): its entry in the table. */
+static void s_notify_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                                enum MHD_ConnectionNotificationCode toe)
+{
+    ipl_httpd_t *self = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *fd =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *ad =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        const struct sockaddr *addr = ad ? ad->client_addr : NULL;
+        *socket_context =
+            fd ? ipl_conns_open(self->conns, addr, s_addr_len(addr), fd->connect_fd) : NULL;
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        ipl_conn_t *c = *socket_context;
+        ipl_conns_close(self->conns, &c);
+        *socket_context = NULL;
+    }
+}
+
+/* MHD's URI log callback: the request line is in, the read deadline starts. Returns the
+ * request's initial context (none: s_access makes it). */
+static void *s_request_line(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    ipl_httpd_t *self = cls;
+    (void)uri;
+    ipl_conns_reading(self->conns, s_conn(conn));
+    return NULL;
+}
+
+/* Fits the connection limit to the descriptors the process may open: raises the soft limit
+ * towards the hard one when the connections need more, else lowers the limit, with a warning
+ * (running out of descriptors fails accepts, pipes and upstream connections alike, which is
+ * worse than refusing connections cleanly). */
+static void s_fit_fd_limit(ipl_httpd_t *self)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+    rlim_t need = (rlim_t)self->conns_cfg.max_connections * S_FDS_PER_CONN + S_FDS_RESERVE;
+    if (rl.rlim_cur < need && rl.rlim_cur < rl.rlim_max) {
+        rlim_t was = rl.rlim_cur;
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need ? need : rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+            IPL_DEBUG("fd_limit_raised", "from=%llu to=%llu", (unsigned long long)was,
+                      (unsigned long long)rl.rlim_cur);
+        else if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+            return;
+    }
+    if (rl.rlim_cur >= need) return;
+    int fit = rl.rlim_cur > S_FDS_RESERVE + S_FDS_PER_CONN
+                  ? (int)((rl.rlim_cur - S_FDS_RESERVE) / S_FDS_PER_CONN)
+                  : 1;
+    IPL_WARN("http_connection_limit_lowered",
+             "addr=%s max_connections=%d to=%d nofile=%llu hint=\"raise the descriptor limit "
+             "(ulimit -n, LimitNOFILE) or lower the connection limit\"",
+             self->listen, self->conns_cfg.max_connections, fit, (unsigned long long)rl.rlim_cur);
+    self->conns_cfg.max_connections = fit;
 }
 
 int ipl_httpd_start(ipl_httpd_t *self)
@@ -785,6 +1118,10 @@ int ipl_httpd_start(ipl_httpd_t *self)
     if (self->daemon) return 0;
     /* MHD closes the socket it is given on stop; it gets a duplicate so that ours stays
      * ours to close in every case (also when MHD_start_daemon fails). */
+    s_fit_fd_limit(self);
+    if (!self->conns) self->conns = ipl_conns_new(&self->conns_cfg, self->listen);
+    if (!self->conns) return IPL_E_IO;
+    if (self->metrics) ipl_conns_metrics(self->conns, self->metrics, self->metrics_prefix);
     int fd = fcntl(self->listen_fd, F_DUPFD_CLOEXEC, 0);
     if (fd < 0) return IPL_E_IO;
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
@@ -795,10 +1132,17 @@ int ipl_httpd_start(ipl_httpd_t *self)
     size_t memory = 32 * 1024;
     if (self->max_header + self->max_url + 16 * 1024 > memory)
         memory = self->max_header + self->max_url + 16 * 1024;
-    self->daemon = MHD_start_daemon(flags, 0, NULL, NULL, s_access, self, MHD_OPTION_LISTEN_SOCKET,
-                                    fd, MHD_OPTION_NOTIFY_COMPLETED, s_completed, self,
-                                    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)S_IDLE_TIMEOUT_S,
-                                    MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory, MHD_OPTION_END);
+    /* MHD's own inactivity timeout: the idle timeout, also while a request is read (the
+     * table's deadlines are absolute, this one restarts at every byte); streams switch it off */
+    int idle_ms = self->conns_cfg.idle_timeout_ms;
+    unsigned idle_s = idle_ms > 0 ? (unsigned)((idle_ms + 999) / 1000) : 0u;
+    unsigned limit = (unsigned)self->conns_cfg.max_connections + S_MHD_SLACK;
+    self->daemon = MHD_start_daemon(
+        flags, 0, s_admit, self, s_access, self, MHD_OPTION_LISTEN_SOCKET, fd,
+        MHD_OPTION_NOTIFY_COMPLETED, s_completed, self, MHD_OPTION_NOTIFY_CONNECTION,
+        s_notify_connection, self, MHD_OPTION_URI_LOG_CALLBACK, s_request_line, self,
+        MHD_OPTION_CONNECTION_LIMIT, limit, MHD_OPTION_CONNECTION_TIMEOUT, idle_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory, MHD_OPTION_END);
     if (!self->daemon) {
         int err = errno;
         char quoted[160];

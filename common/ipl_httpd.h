@@ -12,6 +12,19 @@
  * ipl_httpd_destroy ends open streams and waits for handlers that are still running, so
  * handlers that block must do so with a timeout.
  *
+ * What a client can make the server hold is bounded (ipl_conns, ipl_httpd_connections): so many
+ * connections at once, so many from one address (more are closed at accept); a connection
+ * waiting for a request (new, or kept alive) is closed after the idle timeout, one whose request
+ * (head and body) has not arrived within the read timeout of its request line too (slowloris).
+ * A request whose framing is ambiguous (Transfer-Encoding other than "chunked", beside a
+ * Content-Length, or several Content-Lengths) is answered 400 and its connection closed; an
+ * HTTP/1.1 request without Host gets 400.
+ *
+ * Graceful stop: ipl_httpd_drain stops accepting (new connections are refused), closes idle
+ * connections, answers requests that arrive afterwards with the drain handler (503 by default)
+ * and closes every connection after its response; ipl_httpd_inflight says when the requests in
+ * progress are done.
+ *
  * Responses are either buffered (ipl_http_resp_set / _take / _error) or streamed: the handler
  * calls ipl_http_resp_stream() and gets the write end of a pipe; the server sends whatever is
  * written (chunked transfer encoding) until that fd is closed. The fd may be handed to another
@@ -31,6 +44,9 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "ipl_conns.h"
+#include "ipl_metrics.h"
 
 typedef struct ipl_httpd ipl_httpd_t;
 typedef struct ipl_http_req ipl_http_req_t;
@@ -61,8 +77,38 @@ void ipl_httpd_route(ipl_httpd_t *self, const char *method, const char *path,
  * `max_url_bytes` 414, both with JSON error bodies like 413's. */
 void ipl_httpd_limits(ipl_httpd_t *self, size_t max_header_bytes, size_t max_url_bytes);
 
+/* A check run before every matched route's handler (one per server; register before
+ * ipl_httpd_start; fn NULL: none): it returns true to let the handler run, or fills `resp`
+ * (e.g. a 401) and returns false, and the handler does not run. It sees the request as a
+ * handler does (method, path, headers, body, socket). ipl_admin uses it to keep the admin
+ * routes that change state or show request data behind a token. Must be thread-safe. */
+typedef bool(ipl_http_guard_fn)(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp);
+void ipl_httpd_guard(ipl_httpd_t *self, ipl_http_guard_fn *fn, void *arg);
+
+/* Connection limits and timeouts (ipl_conns.h; copied; call before ipl_httpd_start). Without
+ * this call: IPL_CONNS_DEFAULTS. max_connections is lowered at start when the descriptors the
+ * process may open (RLIMIT_NOFILE, whose soft limit is raised as far as needed first) cannot
+ * hold that many (a warning says so). */
+void ipl_httpd_connections(ipl_httpd_t *self, const ipl_conns_config_t *config);
+/* The connection metrics of ipl_conns.h under `prefix` (copied) in `metrics` (borrowed: must
+ * outlive the server). Call before ipl_httpd_start. */
+void ipl_httpd_metrics(ipl_httpd_t *self, ipl_metrics_t *metrics, const char *prefix);
+/* The handler that answers requests arriving while draining (after their body, like any;
+ * call before ipl_httpd_start). NULL (the default): 503 with a JSON error. Every response
+ * then carries Connection: close. */
+void ipl_httpd_drain_handler(ipl_httpd_t *self, ipl_http_handler_fn *fn, void *arg);
+
 int ipl_httpd_start(ipl_httpd_t *self);      /* 0 or IPL_E_IO */
 int ipl_httpd_port(const ipl_httpd_t *self); /* the bound port */
+
+/* Begins a graceful stop (after ipl_httpd_start; idempotent; any thread): new connections are
+ * refused (the listening socket is shut down: the kernel answers them with a reset), idle
+ * ones closed, requests whose head arrives from now on get the drain handler's answer, and
+ * connections close after their response. Requests in progress and their streams go on. */
+void ipl_httpd_drain(ipl_httpd_t *self);
+/* Requests in progress: their head is in (their body being read), they are handled, or their
+ * response (or stream) is being sent. A connection still sending its head is not counted. */
+size_t ipl_httpd_inflight(const ipl_httpd_t *self);
 
 /* Request accessors. Pointers are borrowed and valid during the handler call only. */
 const char *ipl_http_req_method(const ipl_http_req_t *req);

@@ -27,8 +27,9 @@
 struct ipl_service {
     char *name;
     ipl_config_t *config;
-    char *log_level;    /* owned by config */
-    char *admin_listen; /* owned by config; NULL, "" or "off": no admin server */
+    char *log_level;        /* owned by config */
+    char *admin_listen;     /* owned by config; NULL, "" or "off": no admin server */
+    char *admin_token_file; /* owned by config; NULL: protected routes on loopback only */
     ipl_metrics_t *metrics;
     ipl_admin_t *admin;
     bool started; /* start succeeded */
@@ -54,6 +55,11 @@ ipl_service_t *ipl_service_new(const char *name, const char *summary,
     ipl_config_add(self->config, "admin-listen", IPL_OPT_STR, &self->admin_listen,
                    default_admin_listen,
                    "admin HTTP address (/healthz /readyz /metrics /version); \"off\" disables it");
+    ipl_config_add(self->config, "admin-token-file", IPL_OPT_STR, &self->admin_token_file, NULL,
+                   "file of the admin token(s), one per line (e.g. a mounted Secret; reloaded "
+                   "when it changes): every admin route but /healthz /readyz /metrics /version "
+                   "then needs \"Authorization: Bearer TOKEN\". Unset: those routes answer "
+                   "loopback clients only (docs/security.md)");
     return self;
 }
 
@@ -103,6 +109,42 @@ static bool s_admin_enabled(const ipl_service_t *self)
     return self->admin_listen && *self->admin_listen && strcmp(self->admin_listen, "off") != 0;
 }
 
+/* Whether an admin address binds loopback only ("127.0.0.1:9101", "[::1]:9101",
+ * "localhost:9101"); ":9101" and "9101" bind every interface. */
+static bool s_loopback_listen(const char *listen)
+{
+    return !strncmp(listen, "127.", 4) || !strncmp(listen, "[::1]:", 6) ||
+           !strncmp(listen, "localhost:", 10);
+}
+
+/* The admin token, if any, and a line saying who may call the protected admin routes. */
+static int s_admin_access(ipl_service_t *self)
+{
+    char quoted[160];
+    ipl_log_quote(quoted, sizeof quoted, self->admin_listen);
+    if (self->admin_token_file && *self->admin_token_file) {
+        char err[600];
+        if (ipl_admin_set_token_file(self->admin, self->admin_token_file, err, sizeof err) != 0) {
+            fprintf(stderr, "inferplane-%s: %s (from %s)\n", self->name, err,
+                    ipl_config_source(self->config, "admin-token-file"));
+            return -1;
+        }
+        IPL_INFO("admin_access", "mode=token admin=%s", quoted);
+    } else if (s_loopback_listen(self->admin_listen)) {
+        IPL_INFO("admin_access",
+                 "mode=loopback admin=%s (no --admin-token-file: /debug and "
+                 "other protected routes answer loopback clients only)",
+                 quoted);
+    } else {
+        IPL_WARN("admin_access",
+                 "mode=loopback admin=%s hint=\"no --admin-token-file: /debug "
+                 "and other protected routes answer loopback clients only (403 to others); set "
+                 "one to reach them over the network (docs/security.md)\"",
+                 quoted);
+    }
+    return 0;
+}
+
 int ipl_service_start(ipl_service_t *self, int argc, char **argv)
 {
     assert(self && !self->started);
@@ -148,6 +190,10 @@ int ipl_service_start(ipl_service_t *self, int argc, char **argv)
                         "inferplane-%s: --admin-listen \"%s\" (from %s) is not an address; "
                         "use host:port, :port or port (e.g. 127.0.0.1:9101), or \"off\"\n",
                         self->name, self->admin_listen, src);
+            return -1;
+        }
+        if (s_admin_access(self) != 0) {
+            ipl_admin_destroy(&self->admin);
             return -1;
         }
     }

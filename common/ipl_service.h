@@ -7,6 +7,9 @@
  *   --config FILE          YAML file with option: value pairs
  *   --log-level LEVEL      debug|info|warn|error (default info)
  *   --admin-listen ADDR    admin HTTP server address (default per service, see main.c)
+ *   --admin-token-file F   the admin token(s) that protected admin routes ask for (ipl_admin:
+ *                          everything but /healthz, /readyz, /metrics, /version); unset: those
+ *                          routes answer loopback clients only (docs/security.md)
  *
  *   int main(int argc, char **argv) {
  *       ipl_service_t *svc = ipl_service_new("exporter", "Prometheus exporter of request

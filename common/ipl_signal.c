@@ -1,7 +1,7 @@
 /*
  * ipl_signal — SIGTERM/SIGINT to a stop flag plus a self-pipe, so poll loops wake at once.
  *
- *   signal ──► s_handler ──► s_stopping = 1
+ *   signal ──► s_handler ──► s_stopping = 1, s_count++
  *                        └─► write(s_pipe[1], "x")  ──►  s_pipe[0] readable (ipl_signal_fd)
  *
  * Both pipe ends are non-blocking: a full pipe just means it is already readable.
@@ -19,6 +19,7 @@
 
 // A lock-free atomic: read by every thread, written from the signal handler.
 static atomic_int s_stopping;
+static atomic_uint s_count; // stop requests: a draining service exits at once on the second
 static int s_pipe[2] = {-1, -1};
 
 static void s_wake(void)
@@ -35,6 +36,7 @@ static void s_handler(int signum)
 {
     (void)signum;
     atomic_store(&s_stopping, 1);
+    atomic_fetch_add(&s_count, 1);
     s_wake();
 }
 
@@ -79,12 +81,19 @@ int ipl_signal_fd(void)
 void ipl_signal_request_stop(void)
 {
     atomic_store(&s_stopping, 1);
+    atomic_fetch_add(&s_count, 1);
     s_wake();
+}
+
+unsigned ipl_signal_count(void)
+{
+    return atomic_load(&s_count);
 }
 
 void ipl_signal_reset(void)
 {
     atomic_store(&s_stopping, 0);
+    atomic_store(&s_count, 0);
     if (s_pipe[0] < 0) return;
     char drain[64];
     while (read(s_pipe[0], drain, sizeof drain) > 0) {

@@ -6,6 +6,10 @@
  * ipl_signal_stopping() is true and ipl_signal_fd() becomes readable, so event loops that poll
  * (zpoller, poll(2)) wake up at once. czmq's own handler is disabled (zsys_handler_set(NULL)).
  * Process-wide; call once from main before starting threads.
+ *
+ * A service that drains on the first signal (finishes what is in flight before it exits) uses
+ * ipl_signal_count() to learn of a second one, the operator's "now": every SIGTERM, SIGINT and
+ * ipl_signal_request_stop() counts.
  */
 #ifndef IPL_SIGNAL_H
 #define IPL_SIGNAL_H
@@ -18,7 +22,9 @@ bool ipl_signal_stopping(void);
 int ipl_signal_fd(void);
 /* Requests a stop from inside the process (as if SIGTERM arrived). Async-signal-safe. */
 void ipl_signal_request_stop(void);
-/* Tests only: clears the stop flag and drains the fd. */
+/* Stop requests so far (signals and ipl_signal_request_stop), 0 before the first. */
+unsigned ipl_signal_count(void);
+/* Tests only: clears the stop flag and the count and drains the fd. */
 void ipl_signal_reset(void);
 
 #endif

@@ -195,7 +195,11 @@ class TestGatewayProvider(unittest.TestCase):
         events = sse_events(raw)
         self.assertEqual(events[-1], "[DONE]")
         chunks = [json.loads(e) for e in events[:-1]]
-        self.assertGreater(len(chunks), 4)
+        # role, content and usage chunks; the simulator, like vLLM, puts the tokens produced
+        # while its stream was behind into one chunk, so the count of content chunks varies
+        self.assertGreaterEqual(len(chunks), 3, raw[:2000])
+        self.assertTrue(any(c["choices"] and c["choices"][0].get("delta", {}).get("content")
+                            for c in chunks), raw[:2000])
         self.assertEqual({c["model"] for c in chunks}, {"chat-model"})
         self.assertEqual(chunks[-1]["usage"]["completion_tokens"], 4)
         self.assert_clean(raw)

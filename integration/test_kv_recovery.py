@@ -5,9 +5,10 @@ policy and deciders on loopback.
   equal, hash for hash, to the index of a twin worker that lost nothing;
 - a worker restart (in-process fault and a new process on the same ports) clears its entries
   before it publishes anything, and the index is rebuilt from the new process's events;
-- an unrecoverable gap (buffer too small, no replay endpoint, replay endpoint dead) marks the
-  worker DEGRADED at the aggregator and in metrics; the decider routes it by load only until a
-  restart makes it exact again;
+- an unrecoverable gap (buffer too small, no replay endpoint, replay endpoint dead) makes the
+  worker RECOVERING (SYNCING at the aggregator: its index, rebuilt after the gap, is a subset);
+  the decider goes on using it, and a restart makes it exact again (collector restarts:
+  test_collector_restart.py);
 - of two active-active aggregators, one is killed: the decider following the survivor keeps
   routing by cache; the killed one comes back empty and converges to the survivor's state, and
   its own decider routes by cache again.
@@ -275,7 +276,7 @@ class TestKvRecovery(unittest.TestCase):
             self.assertGreaterEqual(col_metric(col, "inferplane_collector_worker_restarts_total",
                                                worker=name), 1)
 
-    def test_unrecoverable_gaps_degrade(self):
+    def test_unrecoverable_gaps_recover(self):
         st = Stack(self)
         drop = ["--drop-every-n-batches", "2"]
         tiny = start_sim(st, "tiny", buffer_steps=1, extra=drop)     # start evicted at once
@@ -293,35 +294,39 @@ class TestKvRecovery(unittest.TestCase):
             for s in (tiny, noreplay, dead):
                 complete(s, text(10 + i, 150), max_tokens=48)
 
-        def degraded():
-            return all(col_worker(col, n)["kv_state"] == "degraded" for n in reasons)
-        wait_until(degraded, 20, what="every lossy worker degraded")
+        def recovering():
+            return all(col_worker(col, n)["kv_state"] == "recovering" for n in reasons)
+        wait_until(recovering, 20, what="every lossy worker recovering")
         for name, why in reasons.items():
-            # the cause (a DEGRADED retry shows "replaying_history" while it runs)
+            # the cause (for "dead", a gap while its retry is pending says "sequence_gap"
+            # until the next retry times out)
             cw = wait_until(lambda: col_worker(col, name)["kv_state_reason"] == why and
-                            col_worker(col, name), 10, what="%s degraded by %s" % (name, why))
-            self.assertEqual(cw["kv_state"], "degraded", cw)
-            # (once, or twice for "dead": a batch 0 kept during its first, timed-out replay
-            # is a known base, so the first real gap degrades it again)
-            self.assertIn(cw["degradations"], (1, 2), cw)
-            w = wait_until(lambda: agg_worker(agg, name)["kv_state"] == "degraded" and
-                           agg_worker(agg, name), 5, what=name + " degraded at the aggregator")
+                            col_worker(col, name), 10, what="%s recovering by %s" % (name, why))
+            self.assertEqual(cw["kv_state"], "recovering", cw)
+            self.assertEqual(cw["wire_kv_state"], "syncing", cw)
+            self.assertGreaterEqual(cw["degradations"], 1, cw)  # every lost gap counts
+            w = wait_until(lambda: agg_worker(agg, name)["kv_state"] == "syncing" and
+                           agg_worker(agg, name), 5, what=name + " syncing at the aggregator")
             self.assertEqual(w["health"], "up")
             self.assertGreaterEqual(col_metric(col, "inferplane_collector_degraded_total",
                                                worker=name), 1)
+            self.assertEqual(col_metric(col, "inferplane_collector_worker_state", worker=name,
+                                        state="recovering"), 1)
         self.assertEqual(col_worker(col, "noreplay")["replays"], 0)
-        # retried with backoff (a replay from 0 that this worker's buffer can never answer);
-        # without a replay endpoint there is nothing to retry with
-        wait_until(lambda: col_worker(col, "tiny")["retries"] >= 1, 10, what="tiny retried")
-        self.assertEqual(col_worker(col, "tiny")["kv_state"], "degraded")
+        # retried with backoff where the cause may pass (a dead endpoint); not where the
+        # worker's buffer shows batch 0 gone, nor without a replay endpoint
+        wait_until(lambda: col_worker(col, "dead")["retries"] >= 1, 10, what="dead retried")
+        self.assertIsNone(col_worker(col, "tiny")["retry_in_ms"])
         self.assertIsNone(col_worker(col, "noreplay")["retry_in_ms"])
         _, _, text_ = http("GET", agg.admin_url + "/metrics")
         self.assertEqual(metric_sum(text_.decode(), "inferplane_aggregator_workers_by_kv_state",
-                                    kv_state="degraded"), 3)
+                                    kv_state="degraded"), 0)
+        self.assertEqual(metric_sum(text_.decode(), "inferplane_aggregator_workers_by_kv_state",
+                                    kv_state="syncing"), 3)
         _, _, state = http_json("GET", agg.admin_url + "/debug/state")
-        self.assertEqual(state["kv_states"]["degraded"], 3)
+        self.assertEqual(state["kv_states"]["syncing"], 3)
 
-    def test_degraded_worker_is_routed_by_load_until_exact_again(self):
+    def test_recovering_worker_is_routed_until_exact_again(self):
         st = Stack(self)
         w0 = start_sim(st, "w0", seed=1, buffer_steps=1, extra=["--drop-every-n-batches", "2"])
         w1 = start_sim(st, "w1", seed=2)
@@ -332,23 +337,23 @@ class TestKvRecovery(unittest.TestCase):
         prefix = text(7, 700)
         for i in range(3):
             chat(w0, prefix + " question %d" % i, max_tokens=48)
-        wait_until(lambda: agg_worker(agg, "w0")["kv_state"] == "degraded", 20,
-                   what="w0 degraded")
+        wait_until(lambda: col_worker(plane.collector, "w0")["kv_state"] == "recovering", 20,
+                   what="w0 recovering")
 
-        def load_only():
+        def subset_used():
             status, doc = route(decider, prefix + " probe")
             if status != 200:
                 return False
             c = cand(doc, "w0")
-            return "degraded" in c["note"] and c["cached_tokens"] == 0 and doc
-        doc = wait_until(load_only, 10, what="w0 routed by load only")
-        self.assertNotEqual(doc["reason"], "cache_hit", doc)
+            return "kv syncing" in c["note"] and "degraded" not in c["note"] and doc
+        doc = wait_until(subset_used, 10, what="w0's rebuilt index used")
+        self.assertNotEqual(doc["reason"], "load_only", doc)
 
         # a new w0 process, on the same ports, without the fault: exact again, cache-aware again
         w0.stop()
         w0 = start_sim(st, "w0", seed=1, ports=w0.ports)
-        wait_until(lambda: col_worker(plane.collector, "w0")["kv_state"] != "degraded", 15,
-                   what="w0 no longer degraded")
+        wait_until(lambda: col_worker(plane.collector, "w0")["kv_state"] == "exact", 15,
+                   what="w0 exact again")
         time.sleep(0.3)
         chat(w0, prefix + " question again", max_tokens=4)
 

@@ -374,7 +374,12 @@ enum {
     F(X, opt_u64, label_threshold_percent,                                                        \
       "spec.labels.classifier.threshold, in percent (0: the default, 50)")                        \
     A(X, opt_arr, label_rule, label_rules, "the operators' label rules, by policy, in list order") \
-    A(X, opt_arr, label_class, label_classes, "the classifier's classes, by policy, in list order")
+    A(X, opt_arr, label_class, label_classes, "the classifier's classes, by policy, in list order") \
+    F(X, opt_strs, cache_isolated_tenants,                                                        \
+      "spec.cacheIsolation.tenants of every policy, sorted, each once: the tenants whose prompts " \
+      "are cached apart from everyone else's (gateways set vLLM's cache_salt from the tenant, "   \
+      "docs/security.md); \"*\": every tenant; none (and from policy services that predate it): " \
+      "one cache shared by all")
 
 #define IPL_PROTO_FIELDS_policy_req(F, A, X) F(X, u64, have_version, "version the asker has, or 0")
 

@@ -327,6 +327,65 @@ static void test_config_file(void **state)
     unlink(path);
 }
 
+/* --admin-token-file: protected routes need the token; a bad file stops start. */
+static void test_admin_token_file(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/test_ipl_service_token_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    const char token[] = "svc-admin-token-0123456789abcdef\n";
+    assert_int_equal(write(fd, token, sizeof token - 1), (ssize_t)(sizeof token - 1));
+    close(fd);
+    ipl_service_t *svc = ipl_service_new("svc", "s", "127.0.0.1:0");
+    const char *args[] = {"--admin-token-file", path, NULL};
+    s_log_clear();
+    assert_int_equal(s_start(svc, args), 0);
+    char *log = s_log_text();
+    assert_non_null(strstr(log, "msg=admin_access mode=token"));
+    assert_null(strstr(log, "0123456789abcdef")); /* never logged */
+    free(log);
+    ipl_admin_t *admin = ipl_service_admin(svc);
+    assert_true(ipl_admin_has_token(admin));
+    ipl_httpd_route(ipl_admin_httpd(admin), "GET", "/debug/x", h_debug, "debug-x");
+    assert_int_equal(ipl_service_serve(svc), 0);
+    int port = ipl_admin_port(admin);
+    s_reply_t r = {0};
+    assert_int_equal(s_http(port, "GET", "/debug/x", NULL, &r), CURLE_OK);
+    assert_int_equal(r.status, 401);
+    s_reply_free(&r);
+    const char *auth[] = {"Authorization: Bearer svc-admin-token-0123456789abcdef", NULL};
+    s_reply_t ok = {0}, ready = {0};
+    assert_int_equal(s_http_ex(port, "GET", "/debug/x", NULL, 0, auth, false, &ok), CURLE_OK);
+    assert_int_equal(ok.status, 200);
+    assert_string_equal(ok.body, "debug-x");
+    s_reply_free(&ok);
+    assert_int_equal(s_http(port, "GET", "/readyz", NULL, &ready), CURLE_OK);
+    assert_int_equal(ready.status, 200);
+    s_reply_free(&ready);
+    ipl_service_destroy(&svc);
+
+    /* Without one the start line says loopback only. */
+    svc = ipl_service_new("svc", "s", "127.0.0.1:0");
+    s_log_clear();
+    assert_int_equal(s_start(svc, NULL), 0);
+    log = s_log_text();
+    assert_non_null(strstr(log, "msg=admin_access mode=loopback"));
+    free(log);
+    assert_false(ipl_admin_has_token(ipl_service_admin(svc)));
+    ipl_service_destroy(&svc);
+
+    const char *missing[] = {"--admin-token-file", "/nonexistent/token", NULL};
+    s_expect_error(missing, "\"/nonexistent/token\": cannot read it");
+    fd = open(path, O_WRONLY | O_TRUNC);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "short\n", 6), 6);
+    close(fd);
+    const char *shortone[] = {"--admin-token-file", path, NULL};
+    s_expect_error(shortone, "a token must be 16..512");
+    unlink(path);
+}
+
 int main(void)
 {
     s_log = tmpfile();
@@ -336,7 +395,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_start_serve_destroy),  T(test_stop_then_destroy), T(test_admin_off),
         T(test_default_admin_listen), T(test_help_and_version),  T(test_errors),
-        T(test_config_file),
+        T(test_config_file),          T(test_admin_token_file),
     };
 #undef T
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,8 +1,9 @@
 /*
  * Unit tests of ipl_signal: SIGTERM, SIGINT and ipl_signal_request_stop() set the flag and make
- * the fd readable; SIGPIPE is ignored; czmq's own handler stays out of the way even after czmq
- * initialises; and a separate process blocked in poll(2) wakes when another process signals it.
- * Tests run in order: the first one checks the state before install.
+ * the fd readable, and each is counted (a draining service's second signal); SIGPIPE is ignored;
+ * czmq's own handler stays out of the way even after czmq initialises; and a separate process
+ * blocked in poll(2) wakes when another process signals it. Tests run in order: the first one
+ * checks the state before install.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -33,6 +34,7 @@ static void test_before_install(void **state)
     (void)state;
     assert_int_equal(ipl_signal_fd(), -1);
     assert_false(ipl_signal_stopping());
+    assert_int_equal(ipl_signal_count(), 0);
 }
 
 static void test_install_is_idempotent(void **state)
@@ -79,6 +81,20 @@ static void test_request_stop_and_repeated_signals(void **state)
     for (int i = 0; i < 100; i++)
         ipl_signal_request_stop();
     s_check_stop_then_reset();
+}
+
+static void test_signals_are_counted(void **state)
+{
+    (void)state;
+    assert_int_equal(ipl_signal_count(), 0);
+    assert_int_equal(raise(SIGTERM), 0);
+    assert_int_equal(ipl_signal_count(), 1);
+    assert_int_equal(raise(SIGINT), 0); // the second: a draining service stops waiting
+    assert_int_equal(ipl_signal_count(), 2);
+    ipl_signal_request_stop();
+    assert_int_equal(ipl_signal_count(), 3);
+    s_check_stop_then_reset();
+    assert_int_equal(ipl_signal_count(), 0);
 }
 
 static void test_sigpipe_ignored(void **state)
@@ -154,6 +170,7 @@ int main(void)
         cmocka_unit_test(test_sigterm),
         cmocka_unit_test(test_sigint),
         cmocka_unit_test(test_request_stop_and_repeated_signals),
+        cmocka_unit_test(test_signals_are_counted),
         cmocka_unit_test(test_sigpipe_ignored),
         cmocka_unit_test(test_czmq_does_not_take_over),
         cmocka_unit_test(test_other_process_wakes_poll),

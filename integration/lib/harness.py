@@ -193,12 +193,29 @@ class Proc:
 
 
 class Stack:
-    """Starts processes and stops all of them when the test ends (even on failure)."""
+    """Starts processes and stops all of them when the test ends (even on failure).
 
-    def __init__(self, test=None):
+    With admin_token="..." every process started with an admin server gets
+    INFERPLANE_ADMIN_TOKEN_FILE (--admin-token-file: a file in the stack's dir holding that
+    token; binaries that predate the option ignore it and start as before): its protected admin
+    routes (/debug/..., the decider's POST /v1/route) then need the token, which
+    Proc.admin_headers carries; without one they answer loopback clients, as the tests are."""
+
+    def __init__(self, test=None, admin_token=None, routing_headers=True):
         self.procs = []
+        # Gateways send clients the x-inferplane-worker, -endpoint, -reason, -predicted-ttft-ms
+        # and -cached-tokens headers only with --expose-routing-headers (off by default: a
+        # tenant could read others' prompts off them); the tests read them, so the stack turns
+        # it on (INFERPLANE_EXPOSE_ROUTING_HEADERS) unless routing_headers=False.
+        self.routing_headers = routing_headers
         self.dir = tempfile.mkdtemp(prefix="ipl-it-")
         self._test = test
+        self.admin_token = admin_token
+        self.admin_token_file = None
+        if admin_token is not None:
+            self.admin_token_file = os.path.join(self.dir, "admin-token")
+            with open(self.admin_token_file, "w") as f:
+                f.write(admin_token + "\n")
         if test is not None:
             test.addCleanup(self.stop_all)
 
@@ -212,9 +229,18 @@ class Stack:
             argv += ["--admin-listen", "127.0.0.1:%d" % port, "--log-level", "debug"]
             admin_url = "http://127.0.0.1:%d" % port
         e = dict(os.environ)
+        # A gateway drains on SIGTERM (--drain-timeout-ms, 25 s): stop() would wait for what a
+        # test leaves in flight. Half a second keeps the drain in play and stops quick.
+        e.setdefault("INFERPLANE_DRAIN_TIMEOUT_MS", "500")
+        if admin and self.admin_token_file:  # the env form: also read from --config users
+            e["INFERPLANE_ADMIN_TOKEN_FILE"] = self.admin_token_file
+        if name == "gateway" and self.routing_headers:
+            e.setdefault("INFERPLANE_EXPOSE_ROUTING_HEADERS", "true")
         e.update(env or {})
         log_path = os.path.join(self.dir, "%s-%d.log" % (name, len(self.procs)))
         p = Proc(name, argv, log_path, admin_url, e)
+        p.admin_headers = ({"Authorization": "Bearer " + self.admin_token}
+                           if admin and self.admin_token_file else {})
         self.procs.append(p)
         if ready and admin:
             p.wait_ready(timeout, ready_path)
@@ -248,10 +274,11 @@ class Stack:
             f.write(text)
         return path
 
-    def start_chain(self, policy_dir, gateway_args=(), exporter=True):
-        """The whole chain on the YAML in `policy_dir`: policy, aggregator, collector, decider,
-        exporter (unless not wanted) and gateway (extra `gateway_args`). Returns the gateway's
-        Proc with .api (its API base URL) and .exporter (the exporter's Proc, or None)."""
+    def start_chain(self, policy_dir, gateway_args=(), exporter=True, decider_args=()):
+        """The whole chain on the YAML in `policy_dir`: policy, aggregator, collector, decider
+        (extra `decider_args`), exporter (unless not wanted) and gateway (extra `gateway_args`).
+        Returns the gateway's Proc with .api (its API base URL) and .exporter (the exporter's
+        Proc, or None)."""
         pol_pub, pol_rep = zmq_endpoint(), zmq_endpoint()
         self.start("policy", ["--dir", policy_dir, "--pub", pol_pub, "--rep", pol_rep])
         agg_pull, agg_pub, agg_snap = zmq_endpoint(), zmq_endpoint(), zmq_endpoint()
@@ -260,8 +287,8 @@ class Stack:
                                  "--policy-req", pol_rep], ready=False)
         dec = zmq_endpoint()
         self.start("decider", ["--listen", dec, "--state-sub", agg_pub, "--state-snapshot",
-                               agg_snap, "--policy-sub", pol_pub, "--policy-req", pol_rep],
-                   ready=False)
+                               agg_snap, "--policy-sub", pol_pub, "--policy-req", pol_rep]
+                   + list(decider_args), ready=False)
         pull = zmq_endpoint() if exporter else ""
         ex = self.start("exporter", ["--pull", pull]) if exporter else None
         port = free_port()

@@ -16,6 +16,7 @@
 
 #include "decider_targets.h"
 #include "ipl_error.h"
+#include "policy_isolation.h"
 
 #define S_DEFAULT_BLOCK_SIZE 16
 #define S_MAX_NAME           256
@@ -259,8 +260,10 @@ int decider_http_hash_for(decider_http_request_t *r, const ipl_prompt_t *prompt,
     free(r->hashes);
     r->hashes = NULL;
     r->nhashes = 0;
+    char buf[POLICY_SALT_SIZE]; // an isolated tenant's: as the gateway hashes its requests
+    const char *salt = policy_isolation_effective(policy, r->tenant, r->cache_salt, buf);
     int rc = ipl_prompt_blocks(prompt, r->text, strlen(r->text), r->chat, (size_t)block_size, lora,
-                               r->cache_salt, SIZE_MAX, &r->hashes, &r->nhashes, &ntok);
+                               salt, SIZE_MAX, &r->hashes, &r->nhashes, &ntok);
     if (rc != 0) return rc;
     r->prompt_tokens = ntok;
     r->block_size = block_size;

@@ -13,7 +13,8 @@
  *      "block_hashes": [u64, ...]         as JSON numbers (exact up to 2^53) or decimal /
  *                                         0x-hex strings; with "prompt_tokens"?: int and
  *                                         "block_size"?: int (default: the pool's)
- *    "cache_salt"?: str                   vLLM's: prompts hash in the salt's own space}
+ *    "cache_salt"?: str                   vLLM's: prompts hash in the salt's own space (an
+ *                                         isolated tenant's: its own, policy_isolation)}
  *
  * Response: decider_http_render() — {"target_kind" ("worker", "provider" or ""), "endpoint",
  * "worker" (a provider's name for a provider), "backend" (providers), "pool", "model", "rule"
@@ -68,7 +69,10 @@ int decider_http_hash(decider_http_request_t *r, const ipl_prompt_t *prompt, uin
 
 /* decider_http_hash in the hash space the request's model names in `policy` (NULL: the base
  * model's): a LoRA adapter's (decider_targets_resolve_lora, as the gateway and the router
- * resolve it), and the request's cache_salt. 0 or IPL_E_NOMEM. */
+ * resolve it), and the request's cache_salt — for a tenant the policy isolates, the tenant's
+ * salt with it (policy_isolation, as the gateway hashes that tenant's requests), so the
+ * decision shown is the one the gateway would get and no other tenant's blocks match.
+ * 0 or IPL_E_NOMEM. */
 int decider_http_hash_for(decider_http_request_t *r, const ipl_prompt_t *prompt,
                           const ipl_policy_t *policy, uint64_t block_size);
 

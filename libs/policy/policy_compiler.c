@@ -949,6 +949,12 @@ static void s_wire_aliases_limits(policy_compiler_t *self, ipl_policy_t *p)
                 .weight = a->targets[t].weight,
             };
     }
+    n = policy_rules_nisolated(self->rules);
+    p->cache_isolated_tenants =
+        policy_yaml_alloc(self->yaml, (n + 1) * sizeof *p->cache_isolated_tenants);
+    for (size_t i = 0; i < n; i++)
+        p->cache_isolated_tenants[p->cache_isolated_tenants_len++] =
+            s_wire(policy_rules_isolated(self->rules, i));
     n = policy_rules_nlimits(self->rules);
     p->limits = policy_yaml_alloc(self->yaml, (n + 1) * sizeof *p->limits);
     for (size_t i = 0; i < n; i++) {

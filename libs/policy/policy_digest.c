@@ -169,6 +169,9 @@ cJSON *policy_digest_json(const ipl_policy_t *p)
     s_pools(root, p);
     s_workers(root, p);
     s_published(root, p);
+    cJSON *iso = cJSON_AddArrayToObject(root, "cache_isolated_tenants"); // policy_isolation
+    for (uint32_t i = 0; iso && p && i < p->cache_isolated_tenants_len; i++)
+        cJSON_AddItemToArray(iso, cJSON_CreateString(p->cache_isolated_tenants[i]));
     return root;
 }
 

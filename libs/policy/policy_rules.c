@@ -58,6 +58,9 @@ struct policy_rules {
     size_t naliases, cap_aliases;
     s_limit_t *limits;
     size_t nlimits, cap_limits;
+    // spec.cacheIsolation.tenants of every policy (sorted, each once, after finish)
+    const char **isolated;
+    size_t nisolated, cap_isolated;
     policy_labels_t *labels; // spec.labels of every policy
 };
 
@@ -83,6 +86,7 @@ void policy_rules_destroy(policy_rules_t **self_p)
     free(self->rules);
     free(self->aliases);
     free(self->limits);
+    free(self->isolated);
     policy_labels_destroy(&self->labels);
     free(self);
     *self_p = NULL;
@@ -573,11 +577,32 @@ static void s_limit(policy_doc_t *d, yaml_node_t *item, size_t index, const s_po
         }                                                                                          \
     } while (0)
 
+// spec.cacheIsolation: {tenants: [tenant or "*", ...]}, added to the policies' list.
+static void s_isolation(policy_rules_t *self, policy_doc_t *d, yaml_node_t *node)
+{
+    static const char *const fields[] = {"tenants", NULL};
+    yaml_node_t *f[1];
+    if (!policy_yaml_fields(d, node, "spec.cacheIsolation", fields, f)) return;
+    size_t n = 0;
+    const char **tenants = policy_yaml_words(d, f[0], node, "spec.cacheIsolation.tenants",
+                                             POLICY_MAX_ISOLATED, S_MAX_TENANT, false, &n);
+    if (!f[0])
+        policy_yaml_err(d, node,
+                        "spec.cacheIsolation needs tenants: the tenants whose prompts "
+                        "are cached apart, or [\"*\"] for every tenant");
+    for (size_t i = 0; tenants && i < n; i++) {
+        policy_yaml_reserve((void **)&self->isolated, &self->cap_isolated, self->nisolated,
+                            sizeof *self->isolated);
+        self->isolated[self->nisolated++] = tenants[i];
+    }
+}
+
 void policy_rules_add(policy_rules_t *self, policy_doc_t *d, yaml_node_t *spec,
                       yaml_node_t *name_node)
 {
-    static const char *const fields[] = {"priority", "rules", "aliases", "limits", "labels", NULL};
-    yaml_node_t *f[5];
+    static const char *const fields[] = {"priority", "rules",          "aliases", "limits",
+                                         "labels",   "cacheIsolation", NULL};
+    yaml_node_t *f[6];
     if (!policy_yaml_fields(d, spec, "spec", fields, f)) return;
     s_policy_t pol = {.name = d->name, .loc = policy_yaml_loc(d, name_node)};
     policy_yaml_int(d, f[0], "spec.priority", -1000000, 1000000, &pol.priority);
@@ -603,9 +628,11 @@ void policy_rules_add(policy_rules_t *self, policy_doc_t *d, yaml_node_t *spec,
                 break;
             }
     if (f[4]) policy_labels_add(self->labels, d, f[4]);
-    if (!f[1] && !f[2] && !f[3] && !f[4])
-        policy_yaml_warn(d, spec, "spec has no rules, aliases, limits or labels; it changes "
-                                  "nothing");
+    if (f[5]) s_isolation(self, d, f[5]);
+    if (!f[1] && !f[2] && !f[3] && !f[4] && !f[5])
+        policy_yaml_warn(d, spec,
+                         "spec has no rules, aliases, limits, labels or "
+                         "cacheIsolation; it changes nothing");
     policy_yaml_reserve((void **)&self->policies, &self->cap_policies, self->npolicies,
                         sizeof *self->policies);
     self->policies[self->npolicies++] = pol;
@@ -629,6 +656,11 @@ static int s_alias_cmp(const void *pa, const void *pb)
     if (c) return c;
     c = strcmp(a->alias.policy, b->alias.policy);
     return c ? c : (a->index < b->index ? -1 : a->index > b->index);
+}
+
+static int s_str_cmp(const void *pa, const void *pb)
+{
+    return strcmp(*(const char *const *)pa, *(const char *const *)pb);
 }
 
 static int s_limit_cmp(const void *pa, const void *pb)
@@ -983,6 +1015,14 @@ void policy_rules_finish(policy_rules_t *self, const policy_pool_t *pools, size_
                                a->index, a->limit.tenant, b->limit.policy, b->limit.loc.file,
                                b->limit.loc.line);
     }
+    if (self->nisolated) { // several policies may list a tenant: once each, in order
+        qsort(self->isolated, self->nisolated, sizeof *self->isolated, s_str_cmp);
+        size_t k = 0;
+        for (size_t i = 0; i < self->nisolated; i++)
+            if (!k || strcmp(self->isolated[i], self->isolated[k - 1]))
+                self->isolated[k++] = self->isolated[i];
+        self->nisolated = k;
+    }
     policy_labels_finish(self->labels);
 }
 
@@ -1004,6 +1044,16 @@ size_t policy_rules_naliases(const policy_rules_t *self)
 const policy_alias_t *policy_rules_alias(const policy_rules_t *self, size_t i)
 {
     return i < self->naliases ? &self->aliases[i].alias : NULL;
+}
+
+size_t policy_rules_nisolated(const policy_rules_t *self)
+{
+    return self->nisolated;
+}
+
+const char *policy_rules_isolated(const policy_rules_t *self, size_t i)
+{
+    return i < self->nisolated ? self->isolated[i] : NULL;
 }
 
 size_t policy_rules_nlimits(const policy_rules_t *self)

@@ -1,5 +1,6 @@
 /*
- * policy_rules — InferencePolicy: ordered rules, model aliases and per-tenant limits.
+ * policy_rules — InferencePolicy: ordered rules, model aliases, per-tenant limits and the
+ * tenants whose prompts are cached apart (spec.cacheIsolation, policy_isolation).
  *
  * One object per compilation: add each InferencePolicy's spec as its document is read, then
  * finish with the pools and providers the rules refer to. finish orders the rules for
@@ -23,9 +24,10 @@
 #include "policy_types.h"
 #include "policy_yaml.h"
 
-#define POLICY_MAX_RULES   200  /* per policy */
-#define POLICY_MAX_ALIASES 256  /* per policy */
-#define POLICY_MAX_LIMITS  1024 /* per policy */
+#define POLICY_MAX_RULES    200  /* per policy */
+#define POLICY_MAX_ALIASES  256  /* per policy */
+#define POLICY_MAX_LIMITS   1024 /* per policy */
+#define POLICY_MAX_ISOLATED 1024 /* spec.cacheIsolation.tenants, per policy */
 
 typedef struct policy_rules policy_rules_t;
 
@@ -51,6 +53,9 @@ size_t policy_rules_naliases(const policy_rules_t *self);
 const policy_alias_t *policy_rules_alias(const policy_rules_t *self, size_t i); /* by name */
 /* spec.labels of every policy (policy_labels; finished with the rules). */
 policy_labels_t *policy_rules_labels(const policy_rules_t *self);
+/* spec.cacheIsolation.tenants of every policy, sorted, each once (policy_isolation). */
+size_t policy_rules_nisolated(const policy_rules_t *self);
+const char *policy_rules_isolated(const policy_rules_t *self, size_t i);
 size_t policy_rules_nlimits(const policy_rules_t *self);
 const policy_limit_t *policy_rules_limit(const policy_rules_t *self, size_t i); /* by tenant */
 

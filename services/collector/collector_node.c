@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collector_checkpoint.h"
 #include "collector_scrape.h"
 #include "collector_stream.h"
 #include "collector_upstream.h"
@@ -34,6 +35,8 @@ _Static_assert((int)COLLECTOR_KV_EXACT == (int)IPL_KV_EXACT &&
                    (int)COLLECTOR_KV_SYNCING == (int)IPL_KV_SYNCING &&
                    (int)COLLECTOR_KV_DEGRADED == (int)IPL_KV_DEGRADED,
                "collector kv states are proto's");
+_Static_assert(COLLECTOR_CHECKPOINT_COUNTERS == COLLECTOR_SAMPLE_COUNTERS,
+               "a checkpoint keeps every restart-evidence counter of a sample");
 
 #define S_MAX_KV_FRAME    (64 << 20) /* a vLLM batch; the decoder bounds what it accepts */
 #define S_DRAIN_BUDGET    1000       /* messages per worker per loop round */
@@ -43,8 +46,13 @@ _Static_assert((int)COLLECTOR_KV_EXACT == (int)IPL_KV_EXACT &&
 
 typedef struct {
     uint64_t batches, events, gaps, restarts, unknown_parents;
-    uint64_t replays_ok, replays_failed, replayed_batches, degradations;
+    uint64_t replays_ok, replays_failed, replayed_batches, degradations, promoted;
 } s_mirror_t; /* stream counters already added to the metrics */
+
+/* What became of a resumed checkpoint (collector_stream_stats.resume), and "corrupt". */
+static const char *const s_resume_results[] = {"proven",    "continued", "evicted", "restarted",
+                                               "discarded", "failed",    "corrupt"};
+#define S_NRESUME (sizeof s_resume_results / sizeof s_resume_results[0])
 
 typedef struct s_worker {
     collector_node_t *node;
@@ -63,10 +71,21 @@ typedef struct s_worker {
     uint64_t scrape_ms; /* monotonic ms of the last finished scrape */
     uint64_t scrapes_ok, scrapes_failed;
     char last_error[160];
+    uint64_t added_ms; /* monotonic */
+    /* checkpoint */
+    bool ckpt_saved;          /* its file holds generation ckpt_generation */
+    uint64_t ckpt_generation; /* of the stream, when last saved */
+    bool ckpt_has_seq;
+    uint64_t ckpt_seq; /* last_seq in the file */
+    uint64_t ckpt_ms;  /* monotonic ms of the last save (0: never) */
+    uint64_t ckpt_writes, ckpt_failures;
+    char ckpt_error[200];
+    bool resume_counted;
     s_mirror_t mirrored;
     ipl_metric_t *m_batches, *m_events, *m_gaps, *m_restarts, *m_unknown_parents;
     ipl_metric_t *m_replays_ok, *m_replays_failed, *m_replayed, *m_degradations;
     ipl_metric_t *m_scrape_ok, *m_scrape_failed, *m_kv_state;
+    ipl_metric_t *m_state[COLLECTOR_NSTATES], *m_state_seconds, *m_ghosts, *m_promoted;
 } s_worker_t;
 
 struct collector_node {
@@ -86,7 +105,10 @@ struct collector_node {
     collector_scrape_t *scrape;
     zmq_pollitem_t *items;
     size_t items_cap;
+    char *ckpt_dir; /* NULL: no checkpoints */
+    uint64_t ckpt_interval_ms, next_ckpt_ms;
     ipl_metric_t *m_workers;
+    ipl_metric_t *m_ckpt_ok, *m_ckpt_failed, *m_resumes[S_NRESUME];
 };
 
 /* ------------------------------------------------------------------------------------------ */
@@ -282,6 +304,12 @@ static int s_kv_state(const s_worker_t *w)
     return w->sub ? collector_stream_kv_state(w->stream) : IPL_KV_DEGRADED;
 }
 
+/* The collector's own view (RECOVERING distinct from SYNCING). */
+static int s_state(const s_worker_t *w)
+{
+    return w->sub ? collector_stream_state(w->stream) : COLLECTOR_KV_DEGRADED;
+}
+
 /* The LOAD describing worker `w` now. */
 static ipl_load_t s_load_of(s_worker_t *w)
 {
@@ -350,10 +378,31 @@ static void s_worker_metrics(collector_node_t *self, s_worker_t *w)
                                         "KV-event batches applied from replays.", labels);
     w->m_degradations = ipl_metrics_counter(
         m, "inferplane_collector_degraded_total",
-        "Times the worker's KV state became DEGRADED (unrecoverable gap).", labels);
+        "Times the worker's KV history had a hole that could not be replayed (it became "
+        "RECOVERING: a subset rebuilt from the events after it).",
+        labels);
+    for (int k = 0; k < COLLECTOR_NSTATES; k++) {
+        char sl[340];
+        snprintf(sl, sizeof sl, "%s,state=\"%s\"", labels, collector_kv_state_name(k));
+        w->m_state[k] = ipl_metrics_gauge(m, "inferplane_collector_worker_state",
+                                          "1 for the worker's KV state as the collector sees it "
+                                          "(exact, syncing, recovering, degraded), else 0.",
+                                          sl);
+    }
+    w->m_state_seconds =
+        ipl_metrics_gauge(m, "inferplane_collector_worker_state_seconds",
+                          "Seconds the worker has been in its current KV state.", labels);
+    w->m_ghosts = ipl_metrics_gauge(m, "inferplane_collector_ghost_blocks",
+                                    "Blocks of a RECOVERING worker known only by translation "
+                                    "(not routed on until an event shows them cached).",
+                                    labels);
+    w->m_promoted = ipl_metrics_counter(m, "inferplane_collector_recovered_blocks_total",
+                                        "Blocks of a RECOVERING worker confirmed cached (a new "
+                                        "block extended their chain) and routed on again.",
+                                        labels);
     w->m_kv_state = ipl_metrics_gauge(m, "inferplane_collector_kv_state",
-                                      "Exactness of the worker's KV state: 0 exact, 1 syncing, "
-                                      "2 degraded.",
+                                      "Exactness of the worker's KV state as sent: 0 exact, 1 "
+                                      "syncing (recovering included), 2 degraded.",
                                       labels);
     char rl[340];
     snprintf(rl, sizeof rl, "%s,result=\"ok\"", labels);
@@ -407,6 +456,130 @@ static bool s_replay(void *arg, collector_replay_op_t op, uint64_t start_seq)
     return true;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* checkpoints */
+
+static void s_count_resume(collector_node_t *self, const char *result)
+{
+    for (size_t i = 0; i < S_NRESUME; i++)
+        if (!strcmp(s_resume_results[i], result)) ipl_metric_inc(self->m_resumes[i]);
+}
+
+/* Resumes w's stream from its checkpoint, if one is there and sound. False: start it afresh
+ * (no file, or one that was ignored: logged and counted). */
+static bool s_resume(collector_node_t *self, s_worker_t *w)
+{
+    if (!self->ckpt_dir) return false;
+    uint8_t *buf;
+    size_t len;
+    char err[256];
+    int rc = collector_checkpoint_load(self->ckpt_dir, w->spec.name, &buf, &len, err, sizeof err);
+    if (rc == IPL_E_NOTFOUND) return false;
+    collector_checkpoint_t ck = {0};
+    if (rc == 0) {
+        rc = collector_checkpoint_decode(buf, len, &ck, err, sizeof err);
+        free(buf);
+    }
+    if (rc == 0 && strcmp(ck.worker, w->spec.name) != 0) {
+        char q[160];
+        snprintf(err, sizeof err, "it belongs to worker %s", ipl_log_quote(q, sizeof q, ck.worker));
+        rc = IPL_E_INVAL;
+    }
+    if (rc == 0) rc = collector_stream_resume(w->stream, &ck.image);
+    if (rc == 0) {
+        /* the first scrape tells whether the worker restarted while we were away */
+        w->sample.start_time = ck.start_time;
+        memcpy(w->sample.counters, ck.counters, sizeof w->sample.counters);
+        w->has_sample = true;
+        w->ckpt_saved = true;
+        w->ckpt_has_seq = true;
+        w->ckpt_seq = ck.image.last_seq;
+        IPL_INFO("checkpoint_loaded",
+                 "worker=%s last_seq=%" PRIu64 " blocks=%zu ghosts=%zu age_ms=%lld", w->spec.name,
+                 ck.image.last_seq, ck.image.nblocks, ck.image.nghosts,
+                 (long long)(ipl_wall_ms() - ck.written_ms));
+    } else {
+        char *path = collector_checkpoint_path(self->ckpt_dir, w->spec.name);
+        char q[2][512];
+        IPL_WARN("checkpoint_ignored", "worker=%s path=%s error=%s", w->spec.name,
+                 ipl_log_quote(q[0], sizeof q[0], path ? path : ""),
+                 ipl_log_quote(q[1], sizeof q[1], err));
+        free(path);
+        s_count_resume(self, "corrupt");
+        w->resume_counted = true;
+    }
+    collector_checkpoint_clear(&ck);
+    return rc == 0;
+}
+
+/* Saves w's checkpoint when its stream changed since the last save (or `force`). Takes and
+ * releases the node's lock around what reads the stream; the file is written without it. */
+static void s_save(collector_node_t *self, s_worker_t *w, bool force)
+{
+    pthread_mutex_lock(&self->lock);
+    const collector_stream_stats_t *st = collector_stream_stats(w->stream);
+    uint64_t generation = st->generation;
+    if (!force && w->ckpt_saved && generation == w->ckpt_generation) {
+        pthread_mutex_unlock(&self->lock);
+        return;
+    }
+    collector_checkpoint_t ck = {.worker = w->spec.name, .written_ms = ipl_wall_ms()};
+    ck.start_time = w->has_sample ? w->sample.start_time : 0;
+    for (int i = 0; i < COLLECTOR_CHECKPOINT_COUNTERS; i++)
+        ck.counters[i] = w->has_sample ? w->sample.counters[i] : -1;
+    int rc = collector_stream_image(w->stream, &ck.image);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (rc == 0) rc = collector_checkpoint_encode(&ck, &buf, &len);
+    uint64_t seq = ck.image.last_seq;
+    collector_stream_image_free(&ck.image);
+    pthread_mutex_unlock(&self->lock);
+
+    char err[256] = "";
+    if (rc == IPL_E_NOTFOUND) { /* nothing applied (e.g. a restarted worker): no stale file */
+        collector_checkpoint_remove(self->ckpt_dir, w->spec.name);
+        rc = 0;
+    } else if (rc == 0) {
+        rc = collector_checkpoint_save(self->ckpt_dir, w->spec.name, buf, len, err, sizeof err);
+    } else {
+        snprintf(err, sizeof err, "cannot encode: %s", ipl_strerror(rc));
+    }
+    free(buf);
+    pthread_mutex_lock(&self->lock);
+    if (rc == 0) {
+        w->ckpt_saved = true;
+        w->ckpt_generation = generation;
+        w->ckpt_has_seq = len > 0;
+        w->ckpt_seq = seq;
+        w->ckpt_ms = ipl_mono_ms();
+        w->ckpt_writes++;
+        w->ckpt_error[0] = '\0';
+        ipl_metric_inc(self->m_ckpt_ok);
+    } else {
+        w->ckpt_failures++;
+        snprintf(w->ckpt_error, sizeof w->ckpt_error, "%s", err);
+        ipl_metric_inc(self->m_ckpt_failed);
+        char q[300];
+        IPL_LOG_EVERY(30, IPL_LOG_WARN, "checkpoint_failed", "worker=%s error=%s", w->spec.name,
+                      ipl_log_quote(q, sizeof q, err));
+    }
+    pthread_mutex_unlock(&self->lock);
+}
+
+/* Every worker's checkpoint (the loop thread: the worker set only changes on it). */
+static void s_save_all(collector_node_t *self, bool force)
+{
+    if (!self->ckpt_dir) return;
+    for (size_t i = 0; i < self->nworkers; i++)
+        s_save(self, self->workers[i], force);
+}
+
+void collector_node_checkpoint(collector_node_t *self)
+{
+    assert(self);
+    s_save_all(self, true);
+}
+
 static s_worker_t *s_worker_new(collector_node_t *self, const collector_worker_spec_t *spec)
 {
     s_worker_t *w = calloc(1, sizeof *w);
@@ -414,6 +587,7 @@ static s_worker_t *s_worker_new(collector_node_t *self, const collector_worker_s
     w->node = self;
     w->id = self->next_id++;
     w->sent_kv_state = -1;
+    w->added_ms = ipl_mono_ms();
     if (s_spec_copy(&w->spec, spec) != 0) {
         free(w);
         return NULL;
@@ -444,8 +618,9 @@ static s_worker_t *s_worker_new(collector_node_t *self, const collector_worker_s
         }
     }
     s_worker_metrics(self, w);
-    /* the aggregator forgets older incarnations' blocks; the worker's history is replayed */
-    collector_stream_start(w->stream);
+    /* the aggregator forgets older incarnations' blocks; the worker's history is replayed,
+     * from its checkpoint when there is one */
+    if (!s_resume(self, w)) collector_stream_start(w->stream);
     char q[3][256];
     IPL_INFO("worker_added", "worker=%s url=%s kv=%s replay=%s", spec->name,
              ipl_log_quote(q[0], sizeof q[0], spec->url),
@@ -470,6 +645,7 @@ static void s_reconcile(collector_node_t *self, const collector_worker_spec_t *s
             continue;
         }
         IPL_INFO("worker_removed", "worker=%s", w->spec.name);
+        if (self->ckpt_dir) collector_checkpoint_remove(self->ckpt_dir, w->spec.name);
         ipl_kv_event_t ev = {.worker = w->spec.name,
                              .epoch = collector_stream_stats(w->stream)->epoch,
                              .op = IPL_KV_OP_CLEARED};
@@ -694,10 +870,18 @@ static int s_resend(void *arg, size_t agg)
 /* ------------------------------------------------------------------------------------------ */
 /* metrics mirror, readiness, debug */
 
+/* How long w has been in its current state (monotonic ms). */
+static uint64_t s_state_age_ms(const s_worker_t *w, uint64_t now)
+{
+    uint64_t since = w->sub ? collector_stream_stats(w->stream)->state_since_ms : w->added_ms;
+    return now > since ? now - since : 0;
+}
+
 static void s_collect(void *arg, ipl_metrics_t *metrics)
 {
     (void)metrics;
     collector_node_t *self = arg;
+    uint64_t now = ipl_mono_ms();
     pthread_mutex_lock(&self->lock);
     ipl_metric_set(self->m_workers, (double)self->nworkers);
     for (size_t i = 0; i < self->nworkers; i++) {
@@ -713,10 +897,21 @@ static void s_collect(void *arg, ipl_metrics_t *metrics)
         ipl_metric_add(w->m_replays_failed, (double)(st->replays_failed - m->replays_failed));
         ipl_metric_add(w->m_replayed, (double)(st->replayed_batches - m->replayed_batches));
         ipl_metric_add(w->m_degradations, (double)(st->degradations - m->degradations));
+        ipl_metric_add(w->m_promoted, (double)(st->promoted - m->promoted));
         *m = (s_mirror_t){st->batches,        st->events,           st->gaps,
                           st->restarts,       st->unknown_parents,  st->replays_ok,
-                          st->replays_failed, st->replayed_batches, st->degradations};
+                          st->replays_failed, st->replayed_batches, st->degradations,
+                          st->promoted};
         ipl_metric_set(w->m_kv_state, (double)s_kv_state(w));
+        int state = s_state(w);
+        for (int k = 0; k < COLLECTOR_NSTATES; k++)
+            ipl_metric_set(w->m_state[k], k == state ? 1 : 0);
+        ipl_metric_set(w->m_state_seconds, (double)s_state_age_ms(w, now) / 1000.0);
+        ipl_metric_set(w->m_ghosts, (double)st->ghosts);
+        if (!w->resume_counted && strcmp(st->resume, "none") && strcmp(st->resume, "resuming")) {
+            s_count_resume(self, st->resume);
+            w->resume_counted = true;
+        }
     }
     pthread_mutex_unlock(&self->lock);
 }
@@ -742,6 +937,10 @@ static void s_debug_workers(void *arg, const ipl_http_req_t *req, ipl_http_resp_
     uint64_t now = ipl_mono_ms();
     pthread_mutex_lock(&self->lock);
     cJSON_AddBoolToObject(root, "have_worker_list", self->have_list);
+    if (self->ckpt_dir)
+        cJSON_AddStringToObject(root, "checkpoint_dir", self->ckpt_dir);
+    else
+        cJSON_AddNullToObject(root, "checkpoint_dir");
     cJSON_AddStringToObject(root, "source", self->policy ? "policy" : "static");
     if (self->policy) cJSON_AddNumberToObject(root, "policy_version", (double)self->policy_version);
     cJSON *aggs = cJSON_AddArrayToObject(root, "aggregators");
@@ -769,8 +968,15 @@ static void s_debug_workers(void *arg, const ipl_http_req_t *req, ipl_http_resp_
         cJSON_AddStringToObject(o, "replay_endpoint", w->spec.replay_endpoint);
         cJSON_AddStringToObject(o, "metrics_url", w->spec.metrics_url);
         cJSON_AddBoolToObject(o, "subscribed", w->sub != NULL);
-        cJSON_AddStringToObject(o, "kv_state", collector_kv_state_name(s_kv_state(w)));
+        /* kv_state: as the collector sees it (recovering included); wire_kv_state: as sent */
+        cJSON_AddStringToObject(o, "kv_state", collector_kv_state_name(s_state(w)));
+        cJSON_AddStringToObject(o, "wire_kv_state", collector_kv_state_name(s_kv_state(w)));
         cJSON_AddStringToObject(o, "kv_state_reason", w->sub ? st->why : "not_subscribed");
+        cJSON_AddNumberToObject(o, "kv_state_seconds", (double)s_state_age_ms(w, now) / 1000.0);
+        if (st->state == COLLECTOR_STATE_RECOVERING && st->has_recover_seq)
+            cJSON_AddNumberToObject(o, "recovering_since_seq", (double)st->recover_seq);
+        else
+            cJSON_AddNullToObject(o, "recovering_since_seq");
         cJSON_AddBoolToObject(o, "replaying", st->replaying);
         cJSON_AddNumberToObject(o, "pending_batches", (double)st->pending);
         if (st->retry_at_ms)
@@ -805,6 +1011,23 @@ static void s_debug_workers(void *arg, const ipl_http_req_t *req, ipl_http_resp_
         cJSON_AddNumberToObject(o, "degradations", (double)st->degradations);
         cJSON_AddNumberToObject(o, "retries", (double)st->retries);
         cJSON_AddNumberToObject(o, "mapped_blocks", (double)st->mapped);
+        cJSON_AddNumberToObject(o, "ghost_blocks", (double)st->ghosts);
+        cJSON_AddNumberToObject(o, "recovered_blocks", (double)st->promoted);
+        cJSON_AddNumberToObject(o, "ghost_removed", (double)st->ghost_removed);
+        cJSON *ck = cJSON_AddObjectToObject(o, "checkpoint");
+        cJSON_AddStringToObject(ck, "resume", st->resume);
+        cJSON_AddBoolToObject(ck, "enabled", self->ckpt_dir != NULL);
+        if (w->ckpt_has_seq)
+            cJSON_AddNumberToObject(ck, "saved_seq", (double)w->ckpt_seq);
+        else
+            cJSON_AddNullToObject(ck, "saved_seq");
+        if (w->ckpt_ms)
+            cJSON_AddNumberToObject(ck, "saved_age_ms", (double)(now - w->ckpt_ms));
+        else
+            cJSON_AddNullToObject(ck, "saved_age_ms");
+        cJSON_AddNumberToObject(ck, "writes", (double)w->ckpt_writes);
+        cJSON_AddNumberToObject(ck, "failures", (double)w->ckpt_failures);
+        cJSON_AddStringToObject(ck, "last_error", w->ckpt_error);
         cJSON_AddNumberToObject(o, "scrapes_ok", (double)w->scrapes_ok);
         cJSON_AddNumberToObject(o, "scrapes_failed", (double)w->scrapes_failed);
         if (w->scraped)
@@ -868,6 +1091,31 @@ collector_node_t *collector_node_new(const collector_config_t *config, ipl_metri
     self->interval_ms = config->scrape_interval_ms > 0 ? (uint64_t)config->scrape_interval_ms : 100;
     self->m_workers = ipl_metrics_gauge(metrics, "inferplane_collector_workers",
                                         "Workers this collector follows.", NULL);
+    if (config->checkpoint_dir && *config->checkpoint_dir) {
+        self->ckpt_dir = strdup(config->checkpoint_dir);
+        if (!self->ckpt_dir) {
+            snprintf(err, errlen, "out of memory");
+            collector_node_destroy(&self);
+            return NULL;
+        }
+        self->ckpt_interval_ms =
+            config->checkpoint_interval_ms > 0 ? (uint64_t)config->checkpoint_interval_ms : 2000;
+        const char *help = "Checkpoint files written, by result.";
+        self->m_ckpt_ok = ipl_metrics_counter(
+            metrics, "inferplane_collector_checkpoint_writes_total", help, "result=\"ok\"");
+        self->m_ckpt_failed = ipl_metrics_counter(
+            metrics, "inferplane_collector_checkpoint_writes_total", help, "result=\"failed\"");
+        for (size_t i = 0; i < S_NRESUME; i++) {
+            char labels[64];
+            snprintf(labels, sizeof labels, "result=\"%s\"", s_resume_results[i]);
+            self->m_resumes[i] = ipl_metrics_counter(
+                metrics, "inferplane_collector_checkpoint_resumes_total",
+                "Workers resumed from a checkpoint at start-up, by what the replay from it "
+                "showed (proven, continued: exact at once; evicted: recovering; restarted, "
+                "discarded: rebuilt; failed: not proven; corrupt: the file was ignored).",
+                labels);
+        }
+    }
     const char *reasons[] = {"truncated", "wrong_type",     "out_of_range", "unknown_type",
                              "invalid",   "trailing_bytes", "bad_frames"};
     ipl_drops_register(metrics, reasons, sizeof reasons / sizeof reasons[0]);
@@ -918,6 +1166,7 @@ collector_node_t *collector_node_new(const collector_config_t *config, ipl_metri
     uint64_t now = ipl_mono_ms();
     self->next_scrape_ms = now;
     self->next_policy_ms = now;
+    self->next_ckpt_ms = now + self->ckpt_interval_ms;
     return self;
 }
 
@@ -925,6 +1174,7 @@ void collector_node_destroy(collector_node_t **self_p)
 {
     if (!self_p || !*self_p) return;
     collector_node_t *self = *self_p;
+    s_save_all(self, false); /* at shutdown: what changed since the last round */
     ipl_policy_view_destroy(&self->policy);
     for (size_t i = 0; i < self->nworkers; i++)
         s_worker_free(self, &self->workers[i]);
@@ -934,6 +1184,7 @@ void collector_node_destroy(collector_node_t **self_p)
     free(self->resend_buf);
     free(self->prefix);
     free(self->items);
+    free(self->ckpt_dir);
     pthread_mutex_destroy(&self->lock);
     free(self);
     *self_p = NULL;
@@ -979,6 +1230,10 @@ int collector_node_poll(collector_node_t *self, int timeout_ms, int stop_fd)
     if (now >= self->next_scrape_ms) {
         s_scrape_round(self);
         self->next_scrape_ms = now + self->interval_ms;
+    }
+    if (self->ckpt_dir && now >= self->next_ckpt_ms) {
+        s_save_all(self, false);
+        self->next_ckpt_ms = now + self->ckpt_interval_ms;
     }
     pthread_mutex_lock(&self->lock);
     for (size_t i = 0; i < self->nworkers; i++) /* replay timeouts, DEGRADED retries */

@@ -13,10 +13,21 @@
  *
  * KV_EVENTs carry seq 0 (the aggregator numbers them), the stream's epoch and the worker's
  * batch sequence (src_seq). A LOAD follows every scrape: health UP with the gauges, or DOWN
- * when the scrape failed; kv_state is the stream's exactness (DEGRADED for a worker whose KV
- * events cannot be subscribed to), and a LOAD also goes out as soon as it changes. A scrape
- * that shows a new worker process (collector_sample_restarted) restarts the stream at once.
- * Every loop round lasts at most 100 ms (the streams' replay timeouts and retries).
+ * when the scrape failed; kv_state is the stream's exactness (RECOVERING travels as SYNCING;
+ * DEGRADED for a worker whose KV events cannot be subscribed to), and a LOAD also goes out as
+ * soon as it changes. A scrape that shows a new worker process (collector_sample_restarted)
+ * restarts the stream at once. Every loop round lasts at most 100 ms (the streams' replay
+ * timeouts and retries).
+ *
+ * Checkpoints (--checkpoint-dir): every `checkpoint_interval_ms`, and at destroy (shutdown),
+ * each worker whose stream changed is saved (collector_stream_image + the restart evidence of
+ * its last scrape → collector_checkpoint, atomically); the file of a worker that leaves the
+ * worker set is deleted. A worker added with a readable checkpoint of the same name resumes
+ * from it (collector_stream_resume: trusted only once a replay proves it) and its first
+ * scrape is compared with the saved evidence, so a worker restarted while the collector was
+ * down is caught; a checkpoint that does not decode is ignored with a log line and counted
+ * (inferplane_collector_checkpoint_resumes_total{result="corrupt"}). Files are encoded on the
+ * loop thread and written without the node's lock.
  *
  * Input from workers is never trusted: frames that are not [topic, seq, payload] or do not
  * decode are dropped and counted (inferplane_frames_dropped_total{reason} and
@@ -55,12 +66,14 @@ int collector_worker_specs_parse(const char *text, collector_worker_spec_t **out
 void collector_worker_specs_free(collector_worker_spec_t **specs_p, size_t n);
 
 typedef struct {
-    const char *aggregators;    /* comma-separated ZeroMQ endpoints to PUSH to */
-    const char *workers;        /* static list, or NULL/"" to follow the policy */
-    const char *policy_sub;     /* policy PUB endpoint (policy mode) */
-    const char *policy_req;     /* policy ROUTER endpoint (policy mode) */
-    const char *worker_prefix;  /* policy mode: only workers whose name starts with it */
-    int64_t scrape_interval_ms; /* /metrics period (<= 0: 100) */
+    const char *aggregators;        /* comma-separated ZeroMQ endpoints to PUSH to */
+    const char *workers;            /* static list, or NULL/"" to follow the policy */
+    const char *policy_sub;         /* policy PUB endpoint (policy mode) */
+    const char *policy_req;         /* policy ROUTER endpoint (policy mode) */
+    const char *worker_prefix;      /* policy mode: only workers whose name starts with it */
+    int64_t scrape_interval_ms;     /* /metrics period (<= 0: 100) */
+    const char *checkpoint_dir;     /* NULL/"": no checkpoints */
+    int64_t checkpoint_interval_ms; /* (<= 0: 2000) */
 } collector_config_t;
 
 typedef struct collector_node collector_node_t;
@@ -75,6 +88,10 @@ ipl_kv_event_t collector_node_event(const collector_op_t *op, const char *worker
 collector_node_t *collector_node_new(const collector_config_t *config, ipl_metrics_t *metrics,
                                      char *err, size_t errlen);
 void collector_node_destroy(collector_node_t **self_p);
+
+/* Saves every worker's checkpoint now (without a --checkpoint-dir: nothing). Also done
+ * periodically by the loop and by destroy. */
+void collector_node_checkpoint(collector_node_t *self);
 
 /* Registers GET /debug/workers on `httpd` (before it starts). */
 void collector_node_routes(collector_node_t *self, ipl_httpd_t *httpd);

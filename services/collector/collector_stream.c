@@ -2,24 +2,26 @@
  * collector_stream — sequence tracking, replay, vLLM event decoding and re-hashing for one
  * worker (see the header for the exactness rules).
  *
- * The engine→ours map is a small open-addressing table (linear probing, backward-shift
- * delete) of key/value pairs, so a probe touches one cache line; key 0 is kept aside
- * (`zero_*`) so that 0 can mark an empty slot while still being a legal engine hash.
+ * Two block maps (collector_blockmap): `map`, the blocks held (exactly what the aggregator
+ * has for the worker), and `ghosts`, blocks known only by translation since a lost base.
  *
  * Flow of one batch:
  *
  *   message() ── live seq below the previous live one? ── s_restart()
  *       │ replay running: s_pending_push() (applied after the replay)
  *       ▼
- *   s_in_order() ── nothing applied yet: seq 0 → s_rebase(); else rebuild replay / DEGRADED
- *       │          seq <= last applied: duplicate    seq > last + 1: gap replay / DEGRADED
+ *   s_in_order() ── nothing applied yet: seq 0 → s_rebase(); else rebuild replay / lose base
+ *       │          seq <= last applied: duplicate    seq > last + 1: gap replay / lose base
  *       ▼
  *   s_apply() ── decode ── s_on_event() ── s_stored / s_removed / AllBlocksCleared → s_rebase()
+ *                  │         s_stored: parent a ghost? s_promote() its chain first
  *                  └ end of batch: s_flush_removed() (a run of BlockRemoved is one REMOVED op)
  *
  *   replay_reply() ── first reply checked (batch 0 / the last applied batch's digest) ──
  *       s_apply() ... end marker ── s_replay_end() ── success? ── s_drain() the buffered
- *                                                   └ no ── s_replay_fail() → DEGRADED
+ *                                                   └ no ── s_replay_fail() → lose base
+ *
+ *   s_lose_base(): held blocks → ghosts (s_demote, CLEARED at the aggregator), RECOVERING
  */
 #include "collector_stream.h"
 
@@ -33,21 +35,9 @@
 #include "ipl_log.h"
 #include "ipl_vllm_kv.h"
 
-#define S_MAP_INITIAL 1024u
-#define S_LORA_MAX    1024u /* longer LoRA names are hashed by their first 1 KiB */
-#define S_NO_NEED     UINT64_MAX
-
-typedef struct {
-    uint64_t key; /* 0: empty slot */
-    uint64_t val;
-} s_pair_t;
-
-typedef struct {
-    s_pair_t *slot; /* key and value side by side: one cache miss per probe, not two */
-    size_t cap, count;
-    bool has_zero;
-    uint64_t zero_val;
-} s_map_t;
+#define S_LORA_MAX   1024u /* longer LoRA names are hashed by their first 1 KiB */
+#define S_NO_NEED    UINT64_MAX
+#define S_EMIT_CHUNK 8192u /* hashes per STORED when many go out at once */
 
 /* A live batch kept while a replay runs (owns its copy of the payload). */
 typedef struct {
@@ -56,7 +46,7 @@ typedef struct {
     size_t len;
 } s_pending_t;
 
-typedef enum { S_REPLAY_NONE = 0, S_REPLAY_GAP, S_REPLAY_REBUILD } s_replay_kind_t;
+typedef enum { S_REPLAY_NONE = 0, S_REPLAY_GAP, S_REPLAY_REBUILD, S_REPLAY_RESUME } s_replay_kind_t;
 
 struct collector_stream {
     char *worker;
@@ -66,19 +56,28 @@ struct collector_stream {
     void *replay_arg;
     collector_stream_limits_t lim;
     ipl_vllm_kv_decoder_t *decoder;
-    s_map_t map;
-    uint64_t *ours; /* scratch for one event's hashes */
+    collector_blockmap_t *map;    /* held blocks */
+    collector_blockmap_t *ghosts; /* RECOVERING: translations of blocks not held */
+    uint64_t *ours;               /* scratch for one op's hashes */
     size_t ours_cap;
     uint64_t *removed; /* engine hashes of the batch's current BlockRemoved run (s_removed) */
     size_t removed_cap, nremoved;
+    collector_block_t *chain; /* s_promote's scratch */
+    size_t chain_cap;
     uint32_t block_size;
     uint64_t batch_seq; /* seq of the batch being applied */
     uint64_t now_ms;
+    bool clock_set;
+    uint64_t started_ms; /* start/restart: when the wait for a first batch began */
+    bool started;
     /* exactness */
-    bool base_known; /* every batch since a known base was applied */
-    bool degraded;
+    bool base_known;      /* every batch since a known base was applied */
+    bool recovering;      /* the base was lost: a subset rebuilt since */
     bool incomplete;      /* blocks skipped since the base (index ⊂ cache) */
     bool dirty;           /* STORED sent since the last CLEARED */
+    bool unsent;          /* resumed: the held blocks are not at the aggregator yet */
+    bool resync;          /* the base was just lost: the next batch starts the rebuild, whatever
+                             hole lies before it (that one is paid for) */
     uint64_t last_digest; /* of the last applied payload */
     bool has_live;
     uint64_t live_last; /* the last live seq received */
@@ -87,130 +86,14 @@ struct collector_stream {
     uint64_t replay_start;
     uint64_t replay_need; /* must reach this seq (S_NO_NEED: nothing in particular) */
     bool replay_first;    /* no reply batch seen yet */
-    bool replay_retry;    /* it is a DEGRADED retry */
+    bool replay_retry;    /* it is a RECOVERING retry */
+    bool replay_applied;  /* a reply batch was applied */
     uint64_t replay_deadline_ms;
     uint64_t backoff_ms;
     s_pending_t *pending;
     size_t npending, pending_cap, pending_bytes;
     collector_stream_stats_t stats;
 };
-
-/* ------------------------------------------------------------------------------------------ */
-/* engine hash → our hash */
-
-static inline size_t s_map_home(const s_map_t *m, uint64_t key)
-{
-    return (size_t)((key * 0x9e3779b97f4a7c15ULL) >> 32) & (m->cap - 1);
-}
-
-/* Starts loading the home slot of `key` (a prefetch never faults). */
-static inline void s_map_prefetch(const s_map_t *m, uint64_t key)
-{
-    __builtin_prefetch(&m->slot[s_map_home(m, key)]);
-}
-
-static int s_map_init(s_map_t *m)
-{
-    memset(m, 0, sizeof *m);
-    m->cap = S_MAP_INITIAL;
-    m->slot = calloc(m->cap, sizeof *m->slot);
-    return m->slot ? 0 : IPL_E_NOMEM;
-}
-
-static void s_map_free(s_map_t *m)
-{
-    free(m->slot);
-    memset(m, 0, sizeof *m);
-}
-
-static void s_map_clear(s_map_t *m)
-{
-    memset(m->slot, 0, m->cap * sizeof *m->slot);
-    m->count = 0;
-    m->has_zero = false;
-}
-
-static size_t s_map_size(const s_map_t *m)
-{
-    return m->count + (m->has_zero ? 1 : 0);
-}
-
-static bool s_map_get(const s_map_t *m, uint64_t key, uint64_t *val)
-{
-    if (key == 0) {
-        if (m->has_zero) *val = m->zero_val;
-        return m->has_zero;
-    }
-    for (size_t i = s_map_home(m, key);; i = (i + 1) & (m->cap - 1)) {
-        if (m->slot[i].key == 0) return false;
-        if (m->slot[i].key == key) {
-            *val = m->slot[i].val;
-            return true;
-        }
-    }
-}
-
-static int s_map_put(s_map_t *m, uint64_t key, uint64_t val)
-{
-    if (key == 0) {
-        m->has_zero = true;
-        m->zero_val = val;
-        return 0;
-    }
-    if ((m->count + 1) * 4 > m->cap * 3) {
-        s_map_t grown = {.cap = m->cap * 2};
-        grown.slot = calloc(grown.cap, sizeof *grown.slot);
-        if (!grown.slot) return IPL_E_NOMEM;
-        for (size_t i = 0; i < m->cap; i++) {
-            if (!m->slot[i].key) continue;
-            size_t j = s_map_home(&grown, m->slot[i].key);
-            while (grown.slot[j].key)
-                j = (j + 1) & (grown.cap - 1);
-            grown.slot[j] = m->slot[i];
-        }
-        free(m->slot);
-        m->slot = grown.slot;
-        m->cap = grown.cap;
-    }
-    size_t i = s_map_home(m, key);
-    while (m->slot[i].key != 0 && m->slot[i].key != key)
-        i = (i + 1) & (m->cap - 1);
-    if (m->slot[i].key == 0) m->count++;
-    m->slot[i] = (s_pair_t){key, val};
-    return 0;
-}
-
-/* Removes `key`, returning its value in *val. */
-static bool s_map_take(s_map_t *m, uint64_t key, uint64_t *val)
-{
-    if (key == 0) {
-        bool had = m->has_zero;
-        *val = m->zero_val;
-        m->has_zero = false;
-        return had;
-    }
-    size_t mask = m->cap - 1;
-    size_t i = s_map_home(m, key);
-    while (m->slot[i].key != key) {
-        if (m->slot[i].key == 0) return false;
-        i = (i + 1) & mask;
-    }
-    *val = m->slot[i].val;
-    /* backward-shift delete: no tombstones */
-    for (size_t j = i;;) {
-        j = (j + 1) & mask;
-        if (m->slot[j].key == 0) break;
-        size_t home = s_map_home(m, m->slot[j].key);
-        bool movable = (i <= j) ? (home <= i || home > j) : (home <= i && home > j);
-        if (movable) {
-            m->slot[i] = m->slot[j];
-            i = j;
-        }
-    }
-    m->slot[i].key = 0;
-    m->count--;
-    return true;
-}
 
 /* ------------------------------------------------------------------------------------------ */
 /* life cycle */
@@ -221,6 +104,8 @@ static const collector_stream_limits_t s_default_limits = {
     .retry_max_ms = 30000,
     .max_pending = 65536,
     .max_pending_bytes = 64u << 20,
+    .max_ghosts = 1u << 20,
+    .silent_exact_ms = 5000,
 };
 
 collector_stream_t *collector_stream_new(const char *worker, uint64_t epoch, collector_op_fn *fn,
@@ -235,10 +120,14 @@ collector_stream_t *collector_stream_new(const char *worker, uint64_t epoch, col
     self->lim = s_default_limits;
     self->backoff_ms = self->lim.retry_min_ms;
     self->decoder = ipl_vllm_kv_decoder_new();
+    self->map = collector_blockmap_new();
+    self->ghosts = collector_blockmap_new();
     self->stats.epoch = epoch;
     self->stats.kv_state = COLLECTOR_KV_SYNCING;
+    self->stats.state = COLLECTOR_KV_SYNCING;
     self->stats.why = "start";
-    if (!self->worker || !self->decoder || s_map_init(&self->map) != 0) {
+    self->stats.resume = "none";
+    if (!self->worker || !self->decoder || !self->map || !self->ghosts) {
         collector_stream_destroy(&self);
         return NULL;
     }
@@ -260,9 +149,11 @@ void collector_stream_destroy(collector_stream_t **self_p)
     s_pending_clear(self);
     free(self->pending);
     ipl_vllm_kv_decoder_destroy(&self->decoder);
-    s_map_free(&self->map);
+    collector_blockmap_destroy(&self->map);
+    collector_blockmap_destroy(&self->ghosts);
     free(self->ours);
     free(self->removed);
+    free(self->chain);
     free(self->worker);
     free(self);
     *self_p = NULL;
@@ -285,23 +176,35 @@ void collector_stream_set_limits(collector_stream_t *self, const collector_strea
         .retry_max_ms = lim->retry_max_ms ? lim->retry_max_ms : d->retry_max_ms,
         .max_pending = lim->max_pending ? lim->max_pending : d->max_pending,
         .max_pending_bytes = lim->max_pending_bytes ? lim->max_pending_bytes : d->max_pending_bytes,
+        .max_ghosts = lim->max_ghosts ? lim->max_ghosts : d->max_ghosts,
+        .silent_exact_ms = lim->silent_exact_ms ? lim->silent_exact_ms : d->silent_exact_ms,
     };
     if (self->lim.retry_max_ms < self->lim.retry_min_ms)
         self->lim.retry_max_ms = self->lim.retry_min_ms;
     self->backoff_ms = self->lim.retry_min_ms;
 }
 
-const char *collector_kv_state_name(int kv_state)
+const char *collector_kv_state_name(int state)
 {
-    return kv_state == COLLECTOR_KV_EXACT     ? "exact"
-           : kv_state == COLLECTOR_KV_SYNCING ? "syncing"
-                                              : "degraded";
+    return state == COLLECTOR_KV_EXACT           ? "exact"
+           : state == COLLECTOR_KV_SYNCING       ? "syncing"
+           : state == COLLECTOR_STATE_RECOVERING ? "recovering"
+                                                 : "degraded";
 }
 
 /* ------------------------------------------------------------------------------------------ */
 /* state */
 
 static void s_flush_removed(collector_stream_t *self);
+
+/* The counters that mirror the maps and the pending list (end of every public call). */
+static void s_sync_stats(collector_stream_t *self)
+{
+    self->stats.mapped = collector_blockmap_size(self->map);
+    self->stats.ghosts = collector_blockmap_size(self->ghosts);
+    self->stats.pending = self->npending;
+    self->stats.replaying = self->replay != S_REPLAY_NONE;
+}
 
 /* Every op goes through here. The pending removals (s_removed) are applied and sent first, so
  * the aggregator sees the operations in the order of the events. */
@@ -316,46 +219,80 @@ static void s_emit(collector_stream_t *self, int op, uint64_t parent, const uint
                         .block_size = self->block_size,
                         .epoch = self->stats.epoch,
                         .src_seq = self->batch_seq};
+    self->stats.generation++;
     self->fn(self->arg, &o);
 }
 
-/* Recomputes kv_state from the flags; logs a change with its cause. */
+/* Recomputes the state from the flags; logs a change with its cause. */
 static void s_update_state(collector_stream_t *self, const char *why)
 {
-    int state = self->degraded                                            ? COLLECTOR_KV_DEGRADED
+    int state = self->unsent       ? COLLECTOR_KV_SYNCING
+                : self->recovering ? COLLECTOR_STATE_RECOVERING
                 : (self->replay || !self->base_known || self->incomplete) ? COLLECTOR_KV_SYNCING
                                                                           : COLLECTOR_KV_EXACT;
     if (why) self->stats.why = why;
     self->stats.replaying = self->replay != S_REPLAY_NONE;
     self->stats.pending = self->npending;
-    if (self->stats.kv_state == state) return;
-    /* DEGRADED is news; so is its end; a replay's SYNCING↔EXACT is routine */
-    int level = state == COLLECTOR_KV_DEGRADED                  ? IPL_LOG_WARN
-                : self->stats.kv_state == COLLECTOR_KV_DEGRADED ? IPL_LOG_INFO
-                                                                : IPL_LOG_DEBUG;
-    self->stats.kv_state = state;
+    self->stats.kv_state = state == COLLECTOR_STATE_RECOVERING ? COLLECTOR_KV_SYNCING : state;
+    if (self->stats.state == state) return;
+    /* losing the base is news; so is getting it back; a replay's SYNCING↔EXACT is routine */
+    int level = state == COLLECTOR_STATE_RECOVERING               ? IPL_LOG_WARN
+                : self->stats.state == COLLECTOR_STATE_RECOVERING ? IPL_LOG_INFO
+                                                                  : IPL_LOG_DEBUG;
+    self->stats.state = state;
+    self->stats.state_since_ms = self->now_ms;
+    self->stats.generation++;
     ipl_log(level, "kv_state", "worker=%s state=%s why=%s", self->worker,
             collector_kv_state_name(state), self->stats.why);
 }
 
-/* Forgets every block of the worker, here and (CLEARED) at the aggregator. */
+/* Forgets every held block, here and (CLEARED) at the aggregator. */
 static void s_clear(collector_stream_t *self)
 {
     s_flush_removed(self); /* they were before the clear */
-    bool had = s_map_size(&self->map) > 0 || self->dirty;
-    s_map_clear(&self->map);
-    self->stats.mapped = 0;
+    bool had = collector_blockmap_size(self->map) > 0 || self->dirty;
+    collector_blockmap_clear(self->map);
     if (had) s_emit(self, COLLECTOR_OP_CLEARED, 0, NULL, 0);
     self->dirty = false;
+    self->unsent = false;
+}
+
+static void s_forget_ghosts(collector_stream_t *self)
+{
+    if (collector_blockmap_size(self->ghosts) == 0) return;
+    collector_blockmap_clear(self->ghosts);
+    self->stats.generation++;
+}
+
+/* The held blocks become ghosts (translations only; the older ghosts go first when both would
+ * exceed max_ghosts) and are CLEARED at the aggregator: some may have been evicted unseen. */
+static void s_demote(collector_stream_t *self)
+{
+    s_flush_removed(self);
+    size_t n = collector_blockmap_size(self->map);
+    if (n > 0) {
+        if (collector_blockmap_size(self->ghosts) + n > self->lim.max_ghosts) s_forget_ghosts(self);
+        if (collector_blockmap_size(self->ghosts) == 0) {
+            collector_blockmap_swap(self->map, self->ghosts);
+        } else if (collector_blockmap_merge(self->ghosts, self->map) != 0) {
+            s_forget_ghosts(self); /* no memory for both: the newer knowledge wins */
+            collector_blockmap_swap(self->map, self->ghosts);
+        }
+        self->stats.generation++;
+    }
+    s_clear(self);
 }
 
 /* From here on the worker's whole state is known (its cache is empty now). */
 static void s_rebase(collector_stream_t *self, const char *why)
 {
     s_clear(self);
+    s_forget_ghosts(self);
     self->base_known = true;
-    self->degraded = false;
+    self->recovering = false;
+    self->resync = false;
     self->incomplete = false;
+    self->stats.has_recover_seq = false;
     self->stats.retry_at_ms = 0;
     self->backoff_ms = self->lim.retry_min_ms;
     s_update_state(self, why);
@@ -369,18 +306,27 @@ static void s_schedule_retry(collector_stream_t *self)
                                                                      : self->backoff_ms * 2;
 }
 
-/* The base is lost: entries cleared (once), retries scheduled. */
-static void s_degrade(collector_stream_t *self, const char *why)
+/* The base is lost: RECOVERING from the next batch applied, held blocks demoted to ghosts;
+ * `retry`: the cause may pass, so retries from seq 0 are scheduled. */
+static void s_lose_base(collector_stream_t *self, const char *why, bool retry)
 {
-    if (!self->degraded) {
-        self->degraded = true;
-        self->stats.degradations++;
-        s_clear(self);
-    }
+    if (self->unsent && !strcmp(self->stats.resume, "resuming")) self->stats.resume = "failed";
+    /* lost again before a batch was applied since: the same loss */
+    if (!(self->recovering && self->resync)) self->stats.degradations++;
+    s_demote(self);
+    self->resync = true;
+    self->recovering = true;
     self->base_known = false;
     self->incomplete = false;
-    if (self->stats.retry_at_ms == 0) s_schedule_retry(self);
+    self->stats.has_recover_seq = false;
+    if (retry && self->stats.retry_at_ms == 0) s_schedule_retry(self);
     s_update_state(self, why);
+}
+
+/* A pending retry also holds gap replays back (a dead endpoint costs a timeout each). */
+static bool s_retry_pending(const collector_stream_t *self)
+{
+    return self->recovering && self->stats.retry_at_ms != 0;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -411,11 +357,12 @@ static uint64_t s_private_key(void)
 static void s_incomplete(collector_stream_t *self, const char *why)
 {
     self->incomplete = true;
-    if (!self->degraded) s_update_state(self, why); /* DEGRADED keeps its own cause */
+    if (!self->recovering) s_update_state(self, why); /* RECOVERING keeps its own cause */
 }
 
 /* The engine's hashes cover extra keys our chain does not: anything beyond the adapter's
- * name — a cache salt (first block) or multimodal keys, with or without a LoRA. A LoRA
+ * name — a cache salt with an adapter, or multimodal keys, with or without a LoRA (a salt
+ * alone s_stored reproduces). A LoRA
  * request's blocks carry (lora_name,) each, which the adapter's hash space reproduces; an
  * older vLLM that sends no extra_keys at all is taken at its lora_name. */
 static bool s_unreproducible(const ipl_vllm_kv_event_t *ev)
@@ -424,6 +371,80 @@ static bool s_unreproducible(const ipl_vllm_kv_event_t *ev)
     if (!ev->lora_name || !ev->extra_key_str) return true;
     return ev->extra_key_str_len != ev->lora_name_len ||
            memcmp(ev->extra_key_str, ev->lora_name, ev->lora_name_len) != 0;
+}
+
+/* Sends `n` held hashes as STORED ops of at most S_EMIT_CHUNK, each placed after the previous
+ * one (`parent`: our hash of the block before hashes[0], 0 when none). */
+static void s_emit_stored(collector_stream_t *self, uint64_t parent, const uint64_t *hashes,
+                          size_t n)
+{
+    while (n > 0) {
+        uint32_t k = n > S_EMIT_CHUNK ? S_EMIT_CHUNK : (uint32_t)n;
+        s_emit(self, COLLECTOR_OP_STORED, parent, hashes, k);
+        parent = hashes[k - 1];
+        hashes += k;
+        n -= k;
+    }
+    self->dirty = true;
+}
+
+static int s_chain_push(collector_stream_t *self, size_t n, const collector_block_t *b)
+{
+    if (n == self->chain_cap) {
+        size_t cap = self->chain_cap ? self->chain_cap * 2 : 64;
+        collector_block_t *p = realloc(self->chain, cap * sizeof *p);
+        if (!p) return IPL_E_NOMEM;
+        self->chain = p;
+        self->chain_cap = cap;
+    }
+    self->chain[n] = *b;
+    return 0;
+}
+
+/* A BlockStored names ghost `engine` as its parent: the request holds it and every block
+ * before it, so the whole chain up to a held block (or its root) is cached now. Moves it from
+ * the ghosts to the held blocks and STOREs it, root first. Sets *ours to our hash of `engine`.
+ * False when `engine` is not a ghost (or nothing could be moved). */
+static bool s_promote(collector_stream_t *self, uint64_t engine, uint64_t *ours)
+{
+    size_t n = 0;
+    uint64_t hint = 0, key = engine;
+    collector_block_t b, held;
+    /* each step takes one ghost: the walk ends (a parent loop finds its start gone) */
+    while (collector_blockmap_take(self->ghosts, key, &b)) {
+        if (s_chain_push(self, n, &b) != 0) {
+            collector_blockmap_put(self->ghosts, &b); /* its slot was just freed */
+            break;
+        }
+        n++;
+        if (b.parent == b.engine) break; /* a root */
+        if (collector_blockmap_get(self->map, b.parent, &held)) {
+            hint = held.ours;
+            break;
+        }
+        key = b.parent;
+    }
+    if (n == 0) return false;
+    /* chain[0] is `engine`, chain[n-1] the first block of the run: held from the top down */
+    size_t k = 0;
+    if (s_reserve(self, n) != 0) {
+        for (size_t i = 0; i < n; i++) /* put back: nothing promoted */
+            collector_blockmap_put(self->ghosts, &self->chain[i]);
+        return false;
+    }
+    for (size_t i = n; i-- > 0;) {
+        if (collector_blockmap_put(self->map, &self->chain[i]) != 0) {
+            for (size_t j = 0; j <= i; j++) /* the rest stays a ghost */
+                collector_blockmap_put(self->ghosts, &self->chain[j]);
+            break;
+        }
+        self->ours[k++] = self->chain[i].ours;
+    }
+    if (k == 0) return false;
+    self->stats.promoted += k;
+    s_emit_stored(self, hint, self->ours, k);
+    *ours = self->chain[0].ours;
+    return k == n;
 }
 
 static void s_stored(collector_stream_t *self, const ipl_vllm_kv_event_t *ev)
@@ -437,10 +458,16 @@ static void s_stored(collector_stream_t *self, const ipl_vllm_kv_event_t *ev)
         return;
     }
     uint64_t parent, hint = 0; /* hint: our hash of the parent block, for the index's layout */
+    bool salted = false;       /* the chain starts in a cache salt's space */
     if (ev->has_parent) {
-        if (!s_map_get(&self->map, ev->parent_hash, &parent)) {
+        collector_block_t pb;
+        if (collector_blockmap_get(self->map, ev->parent_hash, &pb)) {
+            parent = pb.ours;
+        } else if (!collector_blockmap_size(self->ghosts) ||
+                   !s_promote(self, ev->parent_hash, &parent)) {
             self->stats.unknown_parents++;
-            IPL_LOG_EVERY(10, IPL_LOG_WARN, "unknown_parent",
+            /* expected while RECOVERING (the chain was stored before the hole) */
+            IPL_LOG_EVERY(10, self->recovering ? IPL_LOG_DEBUG : IPL_LOG_WARN, "unknown_parent",
                           "worker=%s parent=0x%016" PRIx64 " blocks=%u seq=%" PRIu64, self->worker,
                           ev->parent_hash, ev->nblocks, self->batch_seq);
             s_incomplete(self, "unknown_parent");
@@ -448,7 +475,7 @@ static void s_stored(collector_stream_t *self, const ipl_vllm_kv_event_t *ev)
         }
         hint = parent;
     } else {
-        char lora[S_LORA_MAX + 1];
+        char lora[S_LORA_MAX + 1], salt[S_LORA_MAX + 1];
         const char *name = NULL;
         if (ev->lora_name) {
             uint32_t len = ev->lora_name_len < S_LORA_MAX ? ev->lora_name_len : S_LORA_MAX;
@@ -456,9 +483,18 @@ static void s_stored(collector_stream_t *self, const ipl_vllm_kv_event_t *ev)
             lora[len] = '\0';
             name = lora;
         }
-        parent = ipl_hash_chain_start(ipl_hash_key(name, NULL));
+        /* A cache salt alone — vLLM's (salt,) in a chain's first block's extra keys, no
+         * adapter — is reproducible: the salt's own space, as ipl_prompt_hashes hashes a
+         * salted prompt (a tenant's, policy_isolation), so it routes exactly within it. */
+        if (!ev->lora_name && ev->has_extra_keys && ev->extra_key_str &&
+            ev->extra_key_str_len <= S_LORA_MAX) {
+            memcpy(salt, ev->extra_key_str, ev->extra_key_str_len);
+            salt[ev->extra_key_str_len] = '\0';
+            salted = true;
+        }
+        parent = ipl_hash_chain_start(ipl_hash_key(name, salted ? salt : NULL));
     }
-    if (s_unreproducible(ev)) {
+    if (!salted && s_unreproducible(ev)) {
         /* cache salt / multimodal keys change vLLM's chain; we cannot reproduce them */
         parent ^= s_private_key();
         self->stats.private_blocks += ev->nblocks;
@@ -470,13 +506,19 @@ static void s_stored(collector_stream_t *self, const ipl_vllm_kv_event_t *ev)
     }
     size_t n = ipl_block_hashes(parent, ev->token_ids, ev->ntokens, ev->block_size, self->ours,
                                 ev->nblocks);
+    bool ghosts = collector_blockmap_size(self->ghosts) > 0;
     for (size_t i = 0; i < n; i++) {
-        if (i + 4 < n) s_map_prefetch(&self->map, ev->block_hashes[i + 4]);
-        if (s_map_put(&self->map, ev->block_hashes[i], self->ours[i]) != 0) {
+        if (i + 4 < n) collector_blockmap_prefetch(self->map, ev->block_hashes[i + 4]);
+        uint64_t up = i > 0            ? ev->block_hashes[i - 1]
+                      : ev->has_parent ? ev->parent_hash
+                                       : ev->block_hashes[0];
+        collector_block_t b = {ev->block_hashes[i], self->ours[i], up};
+        if (collector_blockmap_put(self->map, &b) != 0) {
             n = i;
             s_incomplete(self, "out_of_memory");
             break;
         }
+        if (ghosts) collector_blockmap_take(self->ghosts, b.engine, NULL); /* stored again */
     }
     self->block_size = ev->block_size;
     if (n > 0) {
@@ -502,9 +544,9 @@ static void s_removed(collector_stream_t *self, const ipl_vllm_kv_event_t *ev)
             cap *= 2;
         uint64_t *p = realloc(self->removed, cap * sizeof *p);
         if (!p) {
-            /* the blocks stay in the index although the worker dropped them: not a subset
-             * any more, so this is a lost base, not an incomplete one */
-            s_degrade(self, "out_of_memory");
+            /* the blocks would stay in the index although the worker dropped them: not a
+             * subset any more, so this is a lost base, not an incomplete one */
+            s_lose_base(self, "out_of_memory", false);
             return;
         }
         self->removed = p;
@@ -521,19 +563,24 @@ static void s_flush_removed(collector_stream_t *self)
 {
     size_t k = self->nremoved;
     if (k == 0) return;
-    self->nremoved = 0; /* first: s_degrade and s_emit below flush again */
+    self->nremoved = 0; /* first: s_lose_base and s_emit below flush again */
     if (s_reserve(self, k) != 0) {
-        s_degrade(self, "out_of_memory"); /* as in s_removed */
+        s_lose_base(self, "out_of_memory", false); /* as in s_removed */
         return;
     }
     const uint64_t *engine = self->removed;
+    bool ghosts = collector_blockmap_size(self->ghosts) > 0;
     for (size_t i = 0; i < k && i < S_PREFETCH_MAP; i++)
-        s_map_prefetch(&self->map, engine[i]);
+        collector_blockmap_prefetch(self->map, engine[i]);
     uint32_t n = 0;
+    collector_block_t b;
     for (size_t i = 0; i < k; i++) {
-        if (i + S_PREFETCH_MAP < k) s_map_prefetch(&self->map, engine[i + S_PREFETCH_MAP]);
-        if (s_map_take(&self->map, engine[i], &self->ours[n]))
-            n++;
+        if (i + S_PREFETCH_MAP < k)
+            collector_blockmap_prefetch(self->map, engine[i + S_PREFETCH_MAP]);
+        if (collector_blockmap_take(self->map, engine[i], &b))
+            self->ours[n++] = b.ours;
+        else if (ghosts && collector_blockmap_take(self->ghosts, engine[i], NULL))
+            self->stats.ghost_removed++; /* it was still cached; not at the aggregator */
         else
             self->stats.unknown_removed++;
     }
@@ -575,21 +622,27 @@ static int s_on_event(void *arg, const ipl_vllm_kv_event_t *ev)
     return 0;
 }
 
-/* Applies one batch, in order. A batch that does not decode is lost: DEGRADED. */
+/* Applies one batch, in order. A batch that does not decode is lost: the base with it. */
 static int s_apply(collector_stream_t *self, uint64_t seq, const uint8_t *payload, size_t len)
 {
     self->batch_seq = seq;
+    if (self->recovering && !self->stats.has_recover_seq) {
+        self->stats.has_recover_seq = true;
+        self->stats.recover_seq = seq;
+    }
+    self->resync = false;
     int rc = ipl_vllm_kv_decode(self->decoder, payload, len, NULL, s_on_event, self);
     s_flush_removed(self); /* the batch's last run of removals */
     self->stats.has_seq = true;
     self->stats.last_seq = seq;
+    self->stats.generation++;
     self->last_digest = ipl_hash_bytes(payload, len);
-    self->stats.mapped = s_map_size(&self->map);
     if (rc != 0) {
         self->stats.decode_errors++;
         IPL_LOG_EVERY(5, IPL_LOG_WARN, "batch_undecodable", "worker=%s seq=%" PRIu64 " error=%s",
                       self->worker, seq, ipl_strerror(rc));
-        s_degrade(self, "undecodable_batch");
+        /* its events are lost; a retry would replay the same bytes */
+        s_lose_base(self, "undecodable_batch", false);
         return rc;
     }
     self->stats.batches++;
@@ -628,6 +681,11 @@ static int s_pending_copy(collector_stream_t *self, uint64_t seq, const uint8_t 
     return rc;
 }
 
+static const char *s_kind_name(s_replay_kind_t kind)
+{
+    return kind == S_REPLAY_GAP ? "gap" : kind == S_REPLAY_RESUME ? "resume" : "rebuild";
+}
+
 static bool s_replay_begin(collector_stream_t *self, s_replay_kind_t kind, uint64_t start,
                            uint64_t need)
 {
@@ -641,22 +699,26 @@ static bool s_replay_begin(collector_stream_t *self, s_replay_kind_t kind, uint6
     }
     self->replay = kind;
     self->replay_retry = false;
+    self->replay_applied = false;
     self->replay_start = start;
     self->replay_need = need;
     self->replay_first = true;
     self->replay_deadline_ms = self->now_ms + self->lim.replay_timeout_ms;
     IPL_DEBUG("replay_started", "worker=%s kind=%s start_seq=%" PRIu64, self->worker,
-              kind == S_REPLAY_GAP ? "gap" : "rebuild", start);
-    s_update_state(self, kind == S_REPLAY_GAP ? "replaying_gap" : "replaying_history");
+              s_kind_name(kind), start);
+    s_update_state(self, self->recovering || self->unsent ? NULL
+                         : kind == S_REPLAY_GAP           ? "replaying_gap"
+                                                          : "replaying_history");
     return true;
 }
 
-static void s_replay_stop(collector_stream_t *self)
+/* Ends the running replay; `why` (may be NULL) names the state that follows. */
+static void s_replay_stop(collector_stream_t *self, const char *why)
 {
     if (!self->replay) return;
     self->replay = S_REPLAY_NONE;
     self->replay_fn(self->replay_arg, COLLECTOR_REPLAY_STOP, 0);
-    s_update_state(self, NULL);
+    s_update_state(self, why);
 }
 
 static int s_in_order(collector_stream_t *self, uint64_t seq, const uint8_t *payload, size_t len,
@@ -681,17 +743,92 @@ static void s_drain(collector_stream_t *self)
     free(list);
 }
 
+/* The seq the replay of the kept live batches has to reach (S_NO_NEED: none kept). */
+static uint64_t s_pending_need(const collector_stream_t *self)
+{
+    return self->npending ? self->pending[0].seq - 1 : S_NO_NEED;
+}
+
 static void s_replay_fail(collector_stream_t *self, const char *why)
 {
     self->stats.replays_failed++;
     IPL_LOG_EVERY(5, IPL_LOG_WARN, "replay_failed",
                   "worker=%s kind=%s start_seq=%" PRIu64 " reason=%s", self->worker,
-                  self->replay == S_REPLAY_GAP ? "gap" : "rebuild", self->replay_start, why);
-    bool retry = self->replay_retry;
-    s_replay_stop(self);
-    if (retry) s_schedule_retry(self); /* the next one later (backoff doubled) */
-    s_degrade(self, why);
+                  s_kind_name(self->replay), self->replay_start, why);
+    if (self->replay_retry && !self->replay_applied) {
+        /* a retry that changed nothing: the state stays, the next one later */
+        s_replay_stop(self, why);
+        s_schedule_retry(self);
+    } else {
+        s_lose_base(self, why, true); /* first: the state never looks exact in between */
+        s_replay_stop(self, NULL);
+    }
     s_drain(self);
+}
+
+/* A retry learnt that the worker's buffer no longer starts at batch 0 (or holds nothing of
+ * the process we saw): this process's history is gone for good; no more retries. */
+static void s_retry_hopeless(collector_stream_t *self, const char *why)
+{
+    self->stats.replays_failed++;
+    IPL_LOG_EVERY(30, IPL_LOG_INFO, "retry_stopped", "worker=%s reason=%s", self->worker, why);
+    s_replay_stop(self, NULL);
+    self->stats.retry_at_ms = 0;
+    self->backoff_ms = self->lim.retry_min_ms;
+    s_update_state(self, NULL);
+    s_drain(self);
+}
+
+typedef struct {
+    collector_stream_t *self;
+    uint32_t n;
+} s_sender_t;
+
+static int s_send_one(void *arg, const collector_block_t *b)
+{
+    s_sender_t *s = arg;
+    s->self->ours[s->n++] = b->ours;
+    if (s->n == S_EMIT_CHUNK) {
+        s_emit(s->self, COLLECTOR_OP_STORED, 0, s->self->ours, s->n);
+        s->n = 0;
+    }
+    return 0;
+}
+
+/* A resumed checkpoint is proven (or continued at last+1): its blocks go to the aggregator,
+ * and the stream is what the checkpoint says. */
+static void s_resumed(collector_stream_t *self, const char *result)
+{
+    self->stats.resume = result;
+    self->unsent = false;
+    if (s_reserve(self, S_EMIT_CHUNK) != 0) {
+        s_lose_base(self, "out_of_memory", false);
+        return;
+    }
+    s_sender_t s = {self, 0};
+    collector_blockmap_foreach(self->map, s_send_one, &s);
+    if (s.n) s_emit(self, COLLECTOR_OP_STORED, 0, self->ours, s.n);
+    if (collector_blockmap_size(self->map)) self->dirty = true;
+    IPL_INFO("checkpoint_resumed", "worker=%s result=%s last_seq=%" PRIu64 " blocks=%zu",
+             self->worker, result, self->stats.last_seq, collector_blockmap_size(self->map));
+    s_update_state(self, self->recovering ? NULL : "checkpoint_resumed");
+}
+
+/* Everything is forgotten (a new process, or a checkpoint that cannot be trusted); the
+ * history is rebuilt from 0, the kept live batches behind the replay. */
+static void s_rebuild_from_scratch(collector_stream_t *self)
+{
+    s_clear(self);
+    s_forget_ghosts(self);
+    self->stats.has_seq = false;
+    self->base_known = false;
+    self->recovering = false;
+    self->incomplete = false;
+    self->stats.has_recover_seq = false;
+    if (!s_replay_begin(self, S_REPLAY_REBUILD, 0, s_pending_need(self))) {
+        s_lose_base(self, "history_unknown", true);
+        s_drain(self);
+    }
 }
 
 static void s_replay_end(collector_stream_t *self)
@@ -699,19 +836,33 @@ static void s_replay_end(collector_stream_t *self)
     bool nothing = self->replay_first;
     bool reached = self->replay_need == S_NO_NEED ||
                    (self->stats.has_seq && self->stats.last_seq >= self->replay_need);
+    if (nothing && self->replay == S_REPLAY_RESUME) {
+        /* not even the checkpoint's last batch is buffered: another process answers (one
+         * that has published less), or the worker keeps no buffer */
+        IPL_WARN("checkpoint_dropped", "worker=%s last_seq=%" PRIu64 " reason=nothing_buffered",
+                 self->worker, self->stats.last_seq);
+        self->stats.resume = "discarded";
+        s_replay_stop(self, NULL);
+        s_rebuild_from_scratch(self);
+        return;
+    }
     if (nothing && self->replay == S_REPLAY_REBUILD && self->replay_need == S_NO_NEED) {
-        /* The worker has no buffered batch at all: it never published one (or keeps none).
-         * Not a known base; batch 0, when it comes live, will be. A retry of a worker we have
-         * seen batches of learns nothing new, though: it stays DEGRADED. */
+        /* The worker has no buffered batch at all. A retry of a worker we have seen batches
+         * of learns nothing (it keeps no buffer, or a new process has not published yet: its
+         * /metrics tell). Otherwise it never published a batch: its cache is empty (an empty
+         * index is exact); batch 0, when it comes, continues that base. */
         if (self->replay_retry && self->stats.has_seq) {
-            s_replay_fail(self, "nothing_buffered");
+            s_retry_hopeless(self, "nothing_buffered");
             return;
         }
-        self->degraded = false; /* e.g. its replay endpoint was not up yet at start */
+        s_forget_ghosts(self);
+        self->base_known = true;
+        self->recovering = false;
+        self->incomplete = false;
         self->stats.retry_at_ms = 0;
+        self->backoff_ms = self->lim.retry_min_ms;
         self->stats.replays_ok++;
-        s_replay_stop(self);
-        s_update_state(self, "waiting_for_batch_0");
+        s_replay_stop(self, "nothing_published");
         s_drain(self);
         return;
     }
@@ -721,9 +872,22 @@ static void s_replay_end(collector_stream_t *self)
     }
     self->stats.replays_ok++;
     IPL_DEBUG("replay_done", "worker=%s last_seq=%" PRIu64, self->worker, self->stats.last_seq);
-    s_replay_stop(self);
-    s_update_state(self, "replayed");
+    bool keep_why = self->recovering || self->replay == S_REPLAY_RESUME;
+    s_replay_stop(self, keep_why ? NULL : "replayed");
     s_drain(self);
+}
+
+/* A replay whose first reply comes after the batch it had to start with: those batches are
+ * gone from the worker's buffer. What is buffered is still the best there is: RECOVERING from
+ * it (the rest of the replay is applied). */
+static void s_recover_from(collector_stream_t *self, uint64_t seq)
+{
+    IPL_LOG_EVERY(5, IPL_LOG_WARN, "history_evicted",
+                  "worker=%s kind=%s start_seq=%" PRIu64 " first_buffered=%" PRIu64, self->worker,
+                  s_kind_name(self->replay), self->replay_start, seq);
+    if (self->replay == S_REPLAY_RESUME && self->unsent) self->stats.resume = "evicted";
+    s_lose_base(self, "history_evicted", false);
+    self->stats.has_seq = false; /* the next reply continues from the first buffered one */
 }
 
 /* The first reply of a replay: proof that it continues what we applied. Returns true when the
@@ -733,35 +897,45 @@ static bool s_replay_first(collector_stream_t *self, uint64_t seq, const uint8_t
 {
     self->replay_first = false;
     if (self->replay == S_REPLAY_REBUILD) {
-        if (seq != 0) {
-            s_replay_fail(self, "history_evicted");
+        if (seq == 0) {
+            self->stats.has_seq = false;
+            s_rebase(self, "replayed_from_batch_0");
+            return true;
+        }
+        if (self->replay_retry) { /* still no batch 0: this process's start is gone */
+            s_retry_hopeless(self, "history_evicted");
             return false;
         }
-        self->stats.has_seq = false;
-        s_rebase(self, "replayed_from_batch_0");
+        s_recover_from(self, seq);
         return true;
     }
+    bool resume = self->replay == S_REPLAY_RESUME;
     uint64_t last = self->stats.last_seq;
     if (seq == last) {
-        if (ipl_hash_bytes(payload, len) == self->last_digest) return false; /* proven */
-        /* another process answers: the one we followed is gone */
+        if (ipl_hash_bytes(payload, len) == self->last_digest) { /* proven */
+            if (resume) s_resumed(self, "proven");
+            return false;
+        }
+        /* another process answers: the one we followed (or checkpointed) is gone */
         self->stats.restarts++;
         self->stats.epoch++;
         IPL_WARN("worker_restarted", "worker=%s seq=%" PRIu64 " reason=replay_digest_differs",
                  self->worker, seq);
-        s_replay_stop(self);
-        self->stats.has_seq = false;
+        if (resume) self->stats.resume = "restarted";
         self->base_known = false;
-        s_clear(self);
-        uint64_t need = self->npending ? self->pending[0].seq - 1 : S_NO_NEED;
-        if (!s_replay_begin(self, S_REPLAY_REBUILD, 0, need)) {
-            s_degrade(self, "history_unknown");
-            s_drain(self);
-        }
+        s_replay_stop(self, "worker_restart");
+        s_rebuild_from_scratch(self);
         return false;
     }
-    if (seq == last + 1) return true; /* the last applied one was evicted: accepted unproven */
-    s_replay_fail(self, seq > last ? "history_evicted" : "replay_out_of_order");
+    if (seq == last + 1) { /* the last applied one was evicted: accepted unproven */
+        if (resume) s_resumed(self, "continued");
+        return true;
+    }
+    if (seq > last + 1) {
+        s_recover_from(self, seq);
+        return true;
+    }
+    s_replay_fail(self, "replay_out_of_order");
     return false;
 }
 
@@ -773,32 +947,37 @@ int collector_stream_replay_reply(collector_stream_t *self, const uint8_t *const
         self->stats.replay_stray++;
         return IPL_E_INVAL;
     }
+    int rc = 0;
     if (nframes != 2 && nframes != 3) {
         s_replay_fail(self, "bad_reply_frames");
-        return IPL_E_INVAL;
+        rc = IPL_E_INVAL;
+        goto done;
     }
     const uint8_t *seqf = frames[nframes - 2], *payload = frames[nframes - 1];
     size_t seq_len = lens[nframes - 2], len = lens[nframes - 1];
     self->replay_deadline_ms = self->now_ms + self->lim.replay_timeout_ms;
     if (ipl_vllm_kv_is_end_seq(seqf, seq_len) || len == 0) {
         s_replay_end(self);
-        return 0;
+        goto done;
     }
     uint64_t seq;
     if (ipl_vllm_kv_seq(seqf, seq_len, &seq) != 0) {
         s_replay_fail(self, "bad_reply_seq");
-        return IPL_E_INVAL;
+        rc = IPL_E_INVAL;
+        goto done;
     }
     if (self->replay_first) {
-        if (!s_replay_first(self, seq, payload, len)) return 0;
-    } else if (seq != self->stats.last_seq + 1) {
+        if (!s_replay_first(self, seq, payload, len)) goto done;
+    } else if (!self->stats.has_seq || seq != self->stats.last_seq + 1) {
         s_replay_fail(self, "replay_not_contiguous");
-        return 0;
+        goto done;
     }
     self->stats.replayed_batches++;
-    int rc = s_apply(self, seq, payload, len);
-    self->stats.mapped = s_map_size(&self->map);
+    self->replay_applied = true;
+    rc = s_apply(self, seq, payload, len);
     if (rc != 0 && self->replay) s_replay_fail(self, "undecodable_batch");
+done:
+    s_sync_stats(self);
     return rc;
 }
 
@@ -829,28 +1008,30 @@ static int s_in_order(collector_stream_t *self, uint64_t seq, const uint8_t *pay
     if (!st->has_seq) {
         if (seq == 0) { /* the process's first batch: its cache was empty before */
             s_rebase(self, "batch_0");
-        } else if (!self->degraded && s_replay_begin(self, S_REPLAY_REBUILD, 0, seq - 1)) {
+        } else if (!s_retry_pending(self) && s_replay_begin(self, S_REPLAY_REBUILD, 0, seq - 1)) {
             if (s_keep(self, seq, payload, len, &owned)) return 0;
-        } else if (!self->degraded) {
-            s_degrade(self, "history_unknown"); /* joined late, no replay */
+        } else if (!self->recovering) {
+            s_lose_base(self, "history_unknown", true); /* joined late, no replay */
         }
     } else if (seq <= st->last_seq) { /* already applied from a replay */
         st->duplicates++;
         free(owned);
         return 0;
-    } else if (seq > st->last_seq + 1) {
+    } else if (seq > st->last_seq + 1 && !self->resync) {
         st->gaps++;
         st->missed_batches += seq - st->last_seq - 1;
         IPL_LOG_EVERY(5, IPL_LOG_WARN, "sequence_gap",
                       "worker=%s expected=%" PRIu64 " got=%" PRIu64 " missed=%" PRIu64,
                       self->worker, st->last_seq + 1, seq, seq - st->last_seq - 1);
-        if (self->degraded) {
-            s_clear(self); /* removals may be missing: keep the index a subset */
+        if (s_retry_pending(self)) {
+            s_lose_base(self, "sequence_gap", false); /* the retry is scheduled already */
         } else if (s_replay_begin(self, S_REPLAY_GAP, st->last_seq, seq - 1)) {
             if (s_keep(self, seq, payload, len, &owned)) return 0;
         } else {
-            s_degrade(self, self->replay_fn ? "replay_failed" : "gap_without_replay");
+            s_lose_base(self, self->replay_fn ? "replay_failed" : "gap_without_replay", true);
         }
+    } else if (self->unsent) { /* resumed without replays: last+1 continues the checkpoint */
+        s_resumed(self, "continued");
     }
     int rc = s_apply(self, seq, payload, len);
     free(owned);
@@ -867,16 +1048,23 @@ static void s_restart(collector_stream_t *self, uint64_t seq, const char *why)
     IPL_WARN("worker_restarted",
              "worker=%s why=%s last_live_seq=%" PRIu64 " seq=%" PRIu64 " epoch=%" PRIu64,
              self->worker, why, self->live_last, seq, st->epoch);
-    s_replay_stop(self);
+    if (self->unsent) st->resume = "restarted";
+    self->base_known = false;
+    self->recovering = false;
+    s_replay_stop(self, "worker_restart");
     s_pending_clear(self); /* the old process's batches */
     self->batch_seq = seq;
     s_clear(self);
+    s_forget_ghosts(self); /* the new process starts empty; old translations are useless */
     st->has_seq = false;
+    st->has_recover_seq = false;
     self->base_known = false;
-    self->degraded = false; /* a new process: a new chance to know everything */
+    self->recovering = false; /* a new process: a new chance to know everything */
+    self->resync = false;
     self->incomplete = false;
     st->retry_at_ms = 0;
     self->backoff_ms = self->lim.retry_min_ms;
+    self->started_ms = self->now_ms;
     s_update_state(self, "worker_restart");
 }
 
@@ -887,6 +1075,7 @@ void collector_stream_restarted(collector_stream_t *self, const char *why)
     self->has_live = false; /* the next live batch belongs to the new process */
     if (!s_replay_begin(self, S_REPLAY_REBUILD, 0, S_NO_NEED))
         s_update_state(self, "waiting_for_batch_0");
+    s_sync_stats(self);
 }
 
 int collector_stream_message(collector_stream_t *self, const uint8_t *seq_frame, size_t seq_len,
@@ -905,18 +1094,121 @@ int collector_stream_message(collector_stream_t *self, const uint8_t *seq_frame,
     self->has_live = true;
     self->live_last = seq;
     const uint8_t *p = payload ? payload : (const uint8_t *)"";
+    int rc = 0;
     /* during a replay the batch waits; if it cannot, the replay fails, the kept ones are
      * applied (which may start another replay, hence the loop) and then this one */
     while (self->replay) {
-        if (s_pending_copy(self, seq, p, payload_len) == 0) {
-            self->stats.pending = self->npending;
-            return 0;
-        }
+        if (s_pending_copy(self, seq, p, payload_len) == 0) goto done;
         s_replay_fail(self, "pending_overflow");
     }
-    int rc = s_in_order(self, seq, p, payload_len, NULL);
-    self->stats.pending = self->npending;
+    rc = s_in_order(self, seq, p, payload_len, NULL);
+done:
+    s_sync_stats(self);
     return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* checkpoints */
+
+typedef struct {
+    collector_block_t *out;
+    size_t n;
+} s_copier_t;
+
+static int s_copy_one(void *arg, const collector_block_t *b)
+{
+    s_copier_t *c = arg;
+    c->out[c->n++] = *b;
+    return 0;
+}
+
+/* A malloc'd copy of every block of `m` (*n of them); NULL only when out of memory. */
+static collector_block_t *s_copy_all(const collector_blockmap_t *m, size_t *n)
+{
+    size_t size = collector_blockmap_size(m);
+    s_copier_t c = {malloc((size ? size : 1) * sizeof *c.out), 0};
+    if (c.out) collector_blockmap_foreach(m, s_copy_one, &c);
+    *n = c.n;
+    return c.out;
+}
+
+int collector_stream_image(const collector_stream_t *self, collector_stream_image_t *out)
+{
+    assert(self && out);
+    memset(out, 0, sizeof *out);
+    if (!self->stats.has_seq) return IPL_E_NOTFOUND;
+    out->last_seq = self->stats.last_seq;
+    out->last_digest = self->last_digest;
+    out->epoch = self->stats.epoch;
+    out->block_size = self->block_size;
+    out->flags = self->recovering   ? COLLECTOR_IMAGE_RECOVERING
+                 : self->base_known ? COLLECTOR_IMAGE_BASE
+                                    : 0;
+    if (self->incomplete) out->flags |= COLLECTOR_IMAGE_INCOMPLETE;
+    out->blocks = s_copy_all(self->map, &out->nblocks);
+    out->ghosts = s_copy_all(self->ghosts, &out->nghosts);
+    if (!out->blocks || !out->ghosts) {
+        collector_stream_image_free(out);
+        return IPL_E_NOMEM;
+    }
+    return 0;
+}
+
+void collector_stream_image_free(collector_stream_image_t *img)
+{
+    if (!img) return;
+    free(img->blocks);
+    free(img->ghosts);
+    memset(img, 0, sizeof *img);
+}
+
+/* Puts n blocks into m. 0 or IPL_E_NOMEM. */
+static int s_load(collector_blockmap_t *m, const collector_block_t *b, size_t n)
+{
+    int rc = collector_blockmap_reserve(m, n);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = collector_blockmap_put(m, &b[i]);
+    return rc;
+}
+
+int collector_stream_resume(collector_stream_t *self, const collector_stream_image_t *img)
+{
+    assert(self && img);
+    uint32_t f = img->flags;
+    if ((f & ~(uint32_t)COLLECTOR_IMAGE_FLAGS) ||
+        ((f & COLLECTOR_IMAGE_BASE) && (f & COLLECTOR_IMAGE_RECOVERING)))
+        return IPL_E_INVAL;
+    if (s_load(self->map, img->blocks, img->nblocks) != 0 ||
+        s_load(self->ghosts, img->ghosts, img->nghosts) != 0) {
+        collector_blockmap_clear(self->map);
+        collector_blockmap_clear(self->ghosts);
+        return IPL_E_NOMEM;
+    }
+    /* as start: the aggregator forgets older incarnations; the blocks follow the proof */
+    self->batch_seq = 0;
+    s_emit(self, COLLECTOR_OP_CLEARED, 0, NULL, 0);
+    self->dirty = false;
+    self->started = true;
+    self->started_ms = self->now_ms;
+    self->unsent = true;
+    self->stats.resume = "resuming";
+    self->stats.has_seq = true;
+    self->stats.last_seq = img->last_seq;
+    self->last_digest = img->last_digest;
+    self->block_size = img->block_size;
+    self->base_known = (f & COLLECTOR_IMAGE_BASE) != 0;
+    self->recovering = (f & COLLECTOR_IMAGE_RECOVERING) != 0;
+    self->incomplete = (f & COLLECTOR_IMAGE_INCOMPLETE) != 0;
+    /* a live batch at or below the checkpoint's last one is a new process */
+    self->has_live = true;
+    self->live_last = img->last_seq;
+    bool replaying = s_replay_begin(self, S_REPLAY_RESUME, img->last_seq, S_NO_NEED);
+    if (self->replay_fn && !replaying) /* it could not even start: not proven */
+        s_lose_base(self, "replay_failed", true);
+    else
+        s_update_state(self, "resuming_checkpoint");
+    s_sync_stats(self);
+    return 0;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -926,18 +1218,26 @@ void collector_stream_tick(collector_stream_t *self, uint64_t now_ms)
 {
     assert(self);
     self->now_ms = now_ms;
+    if (!self->clock_set) {
+        self->clock_set = true;
+        self->stats.state_since_ms = now_ms;
+    }
     if (self->replay && now_ms >= self->replay_deadline_ms) {
         s_replay_fail(self, "replay_timeout");
-    } else if (!self->replay && self->degraded && self->stats.retry_at_ms &&
-               now_ms >= self->stats.retry_at_ms) {
+    } else if (!self->replay && s_retry_pending(self) && now_ms >= self->stats.retry_at_ms) {
         self->stats.retry_at_ms = 0;
         self->stats.retries++;
         if (s_replay_begin(self, S_REPLAY_REBUILD, 0, S_NO_NEED))
             self->replay_retry = true;
         else
             s_schedule_retry(self);
+    } else if (!self->replay_fn && self->started && !self->stats.has_seq && !self->base_known &&
+               !self->recovering && now_ms - self->started_ms >= self->lim.silent_exact_ms) {
+        /* nothing published since we subscribed: taken as empty (the header says why) */
+        self->base_known = true;
+        s_update_state(self, "no_batch_published");
     }
-    self->stats.pending = self->npending;
+    s_sync_stats(self);
 }
 
 void collector_stream_start(collector_stream_t *self)
@@ -946,31 +1246,43 @@ void collector_stream_start(collector_stream_t *self)
     self->batch_seq = 0;
     s_emit(self, COLLECTOR_OP_CLEARED, 0, NULL, 0);
     self->dirty = false;
+    self->started = true;
+    self->started_ms = self->now_ms;
     if (!s_replay_begin(self, S_REPLAY_REBUILD, 0, S_NO_NEED))
         s_update_state(self, "waiting_for_batch_0");
+    s_sync_stats(self);
+}
+
+typedef struct {
+    int (*fn)(void *arg, uint64_t hash);
+    void *arg;
+} s_walk_t;
+
+static int s_walk_one(void *arg, const collector_block_t *b)
+{
+    s_walk_t *w = arg;
+    return w->fn(w->arg, b->ours);
 }
 
 int collector_stream_foreach(const collector_stream_t *self, int (*fn)(void *arg, uint64_t hash),
                              void *arg)
 {
     assert(self && fn);
-    const s_map_t *m = &self->map;
-    if (m->has_zero) {
-        int rc = fn(arg, m->zero_val);
-        if (rc) return rc;
-    }
-    for (size_t i = 0; i < m->cap; i++) {
-        if (!m->slot[i].key) continue;
-        int rc = fn(arg, m->slot[i].val);
-        if (rc) return rc;
-    }
-    return 0;
+    if (self->unsent) return 0;
+    s_walk_t w = {fn, arg};
+    return collector_blockmap_foreach(self->map, s_walk_one, &w);
 }
 
 int collector_stream_kv_state(const collector_stream_t *self)
 {
     assert(self);
     return self->stats.kv_state;
+}
+
+int collector_stream_state(const collector_stream_t *self)
+{
+    assert(self);
+    return self->stats.state;
 }
 
 uint32_t collector_stream_block_size(const collector_stream_t *self)

@@ -12,8 +12,8 @@
 int main(int argc, char **argv)
 {
     char *aggregators = NULL, *workers = NULL, *policy_sub = NULL, *policy_req = NULL;
-    char *prefix = NULL;
-    int64_t interval_ms = 100;
+    char *prefix = NULL, *checkpoint_dir = NULL;
+    int64_t interval_ms = 100, checkpoint_ms = 2000;
     ipl_service_t *svc = ipl_service_new(
         "collector",
         "follows vLLM workers' KV events and /metrics and forwards them to the aggregator",
@@ -35,6 +35,12 @@ int main(int argc, char **argv)
     ipl_config_add(cfg, "scrape-interval-ms", IPL_OPT_INT, &interval_ms, "100",
                    "period of the workers' /metrics scrapes");
     ipl_config_range(cfg, "scrape-interval-ms", 10, 600000);
+    ipl_config_add(cfg, "checkpoint-dir", IPL_OPT_STR, &checkpoint_dir, NULL,
+                   "directory for a checkpoint per worker (its blocks and last batch), so that a "
+                   "restart resumes from it instead of replaying the worker's whole history");
+    ipl_config_add(cfg, "checkpoint-interval-ms", IPL_OPT_INT, &checkpoint_ms, "2000",
+                   "period of the checkpoints (also written at shutdown)");
+    ipl_config_range(cfg, "checkpoint-interval-ms", 10, 3600000);
     int rc = ipl_service_start(svc, argc, argv);
     if (rc != 0) {
         ipl_service_destroy(&svc);
@@ -45,7 +51,9 @@ int main(int argc, char **argv)
                              .policy_sub = policy_sub,
                              .policy_req = policy_req,
                              .worker_prefix = prefix,
-                             .scrape_interval_ms = interval_ms};
+                             .scrape_interval_ms = interval_ms,
+                             .checkpoint_dir = checkpoint_dir,
+                             .checkpoint_interval_ms = checkpoint_ms};
     char err[512];
     collector_node_t *node = collector_node_new(&cc, ipl_service_metrics(svc), err, sizeof err);
     if (!node) {

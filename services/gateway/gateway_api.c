@@ -282,10 +282,28 @@ void gateway_api_req_destroy(gateway_api_req_t **self_p)
     *self_p = NULL;
 }
 
+int gateway_api_set_cache_salt(gateway_api_req_t *req, const char *salt)
+{
+    assert(req && salt);
+    cJSON *root = req->root, *value = cJSON_CreateString(salt);
+    if (!value) return IPL_E_NOMEM;
+    bool ok = cJSON_GetObjectItemCaseSensitive(root, "cache_salt")
+                  ? cJSON_ReplaceItemInObjectCaseSensitive(root, "cache_salt", value)
+                  : cJSON_AddItemToObject(root, "cache_salt", value);
+    if (!ok) {
+        cJSON_Delete(value);
+        return IPL_E_NOMEM;
+    }
+    req->cache_salt = value->valuestring;
+    req->edited = true;
+    return 0;
+}
+
 char *gateway_api_upstream_body(const gateway_api_req_t *req, const char *model, size_t *len)
 {
     assert(req && len);
-    if (!model || strcmp(model, req->model) == 0) {
+    if (!model) model = req->model;
+    if (!req->edited && strcmp(model, req->model) == 0) {
         char *copy = malloc(req->body_len + 1);
         if (!copy) return NULL;
         memcpy(copy, req->body, req->body_len);

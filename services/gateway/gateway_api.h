@@ -59,6 +59,7 @@ typedef struct gateway_api_req {
     void *root;       /* cJSON tree of the body */
     const char *body; /* borrowed original body, for pass-through */
     size_t body_len;
+    bool edited; /* the tree differs from body (gateway_api_set_cache_salt): re-serialise */
 } gateway_api_req_t;
 
 /* Parses `body` (borrowed; it must outlive the request, as the request forwards it as is)
@@ -71,9 +72,13 @@ int gateway_api_parse(gateway_api_kind_t kind, const char *body, size_t len,
                       gateway_api_error_t *err);
 void gateway_api_req_destroy(gateway_api_req_t **self_p);
 
+/* Sets the request's "cache_salt" to `salt` (copied; e.g. a tenant's, policy_isolation):
+ * req->cache_salt then reads it, and the upstream body carries it. 0 or IPL_E_NOMEM. */
+int gateway_api_set_cache_salt(gateway_api_req_t *req, const char *salt);
+
 /* The body to send upstream: a malloc'd copy of the original when `model` is NULL or equal
- * to the request's model, else the body re-serialised with "model" replaced. NULL on
- * allocation failure. *len receives the length (not counting the NUL). */
+ * to the request's model (and nothing was set), else the body re-serialised with "model"
+ * replaced. NULL on allocation failure. *len receives the length (not counting the NUL). */
 char *gateway_api_upstream_body(const gateway_api_req_t *req, const char *model, size_t *len);
 
 /* For a chat: vLLM's POST /tokenize body (messages form) asking for the ids this request's

@@ -57,12 +57,13 @@ typedef struct s_handle {
 
 struct gateway_proxy {
     int connect_timeout_ms;
+    int stream_idle_timeout_ms; /* 0: none */
     atomic_bool stopping;
     pthread_mutex_t lock; /* guards the fields below */
     int active;           /* transfers alive (started, not yet released) */
     s_handle_t *handles;  /* idle pairs */
     int nhandles;
-    ipl_metric_t *err_connect, *err_timeout, *err_transfer, *err_client, *inflight;
+    ipl_metric_t *err_connect, *err_timeout, *err_transfer, *err_idle, *err_client, *inflight;
 };
 
 struct gateway_xfer {
@@ -79,6 +80,7 @@ struct gateway_xfer {
     s_handle_t *h;
     /* state (the connection thread's) */
     bool headers_done, first_byte, finished, attached, paused, client_gone, aborted;
+    bool idle_timeout; /* cut by the stream idle timeout */
     bool inline_phase; /* writing where nobody reads the pipe meanwhile: bounded */
     bool done;         /* on_done ran and the fd is closed */
     CURLcode result;
@@ -88,6 +90,8 @@ struct gateway_xfer {
     char error[CURL_ERROR_SIZE];
     uint64_t bytes, inline_bytes;
     uint64_t end_ns;
+    uint64_t quiet_since_ms; /* attached: the last byte from upstream, or the last round that
+                                did not wait for it (paused), for the stream idle timeout */
 };
 
 /* ---- proxy --------------------------------------------------------------------------------- */
@@ -103,12 +107,15 @@ gateway_proxy_t *gateway_proxy_new(const gateway_proxy_config_t *config, ipl_met
     }
     self->connect_timeout_ms =
         config && config->connect_timeout_ms > 0 ? config->connect_timeout_ms : 2000;
+    self->stream_idle_timeout_ms =
+        config && config->stream_idle_timeout_ms > 0 ? config->stream_idle_timeout_ms : 0;
     pthread_mutex_init(&self->lock, NULL);
     const char *name = "inferplane_gateway_upstream_errors_total";
     const char *help = "Upstream (worker) transfers that failed, by kind.";
     self->err_connect = ipl_metrics_counter(metrics, name, help, "kind=\"connect\"");
     self->err_timeout = ipl_metrics_counter(metrics, name, help, "kind=\"timeout\"");
     self->err_transfer = ipl_metrics_counter(metrics, name, help, "kind=\"transfer\"");
+    self->err_idle = ipl_metrics_counter(metrics, name, help, "kind=\"stream_idle\"");
     self->err_client = ipl_metrics_counter(metrics, name, help, "kind=\"client_gone\"");
     self->inflight = ipl_metrics_gauge(metrics, "inferplane_gateway_inflight",
                                        "Upstream transfers in progress.", NULL);
@@ -314,6 +321,7 @@ static size_t s_on_write(char *data, size_t size, size_t n, void *arg)
         return 0;
     }
     x->bytes += len;
+    x->quiet_since_ms = ipl_mono_ms();
     if (x->inline_phase) x->inline_bytes += len;
     if (x->cb.on_chunk) x->cb.on_chunk(x->cb.arg, data, len, ipl_mono_ns());
     return len;
@@ -416,6 +424,10 @@ static void s_done(gateway_xfer_t *x)
         /* counted in s_end */
     } else if (x->client_gone) {
         ipl_metric_inc(proxy->err_client);
+    } else if (x->idle_timeout) {
+        ipl_metric_inc(proxy->err_idle);
+        IPL_LOG_EVERY(5, IPL_LOG_WARN, "upstream_stream_idle", "url=%s error=\"%s\"", x->shown_url,
+                      x->error);
     } else if (x->result != CURLE_OK && !x->aborted) {
         ipl_metric_inc(proxy->err_transfer);
         IPL_LOG_EVERY(5, IPL_LOG_WARN, "upstream_transfer_failed", "url=%s error=\"%s\"",
@@ -425,6 +437,7 @@ static void s_done(gateway_xfer_t *x)
                                  .ok = x->result == CURLE_OK,
                                  .client_gone = x->client_gone,
                                  .aborted = x->aborted,
+                                 .idle_timeout = x->idle_timeout,
                                  .bytes = x->bytes,
                                  .end_ns = x->end_ns};
     if (x->result != CURLE_OK) snprintf(res.error, sizeof(res.error), "%s", x->error);
@@ -579,17 +592,32 @@ static void s_inline(gateway_xfer_t *x)
     x->inline_phase = false;
 }
 
+/* Cuts a transfer whose upstream sent nothing for the stream idle timeout. */
+static void s_idle_check(gateway_xfer_t *x)
+{
+    int limit = x->proxy->stream_idle_timeout_ms;
+    uint64_t now = ipl_mono_ms();
+    if (!limit || x->finished || now - x->quiet_since_ms < (uint64_t)limit) return;
+    x->idle_timeout = true;
+    snprintf(x->error, sizeof(x->error),
+             "no byte from upstream for %d ms (--stream-idle-timeout-ms)", limit);
+    s_end(x, CURLE_OPERATION_TIMEDOUT);
+}
+
 /* ipl_http_pump_t.pump: one round on the connection's thread, the pipe being empty. */
 static void s_pump(void *arg, int ms)
 {
     gateway_xfer_t *x = arg;
     if (x->done) return;
+    /* held back while the client read what came before: that time is not the upstream's */
+    if (x->paused) x->quiet_since_ms = ipl_mono_ms();
     s_inline(x);
     if (!x->finished && !x->paused && x->inline_bytes == 0) { /* nothing yet: wait for it */
         x->inline_phase = true;
         (void)s_poll(x, ms);
         s_perform(x);
         x->inline_phase = false;
+        if (!x->paused && x->inline_bytes == 0) s_idle_check(x);
     }
     if (x->finished) s_done(x);
 }
@@ -616,6 +644,7 @@ void gateway_xfer_attach_to(gateway_xfer_t **xfer_p, ipl_http_resp_t *resp, int 
     *xfer_p = NULL;
     x->fd = fd;
     x->attached = true;
+    x->quiet_since_ms = ipl_mono_ms(); /* the stream idle clock starts at the first byte */
     s_inline(x);
     if (x->finished) { /* the whole answer is in the pipe: sent in one go */
         s_complete(x);

@@ -32,6 +32,12 @@
  * write() that fails with EPIPE does the same. gateway_proxy_stop() aborts every transfer
  * within ~100 ms (shutdown).
  *
+ * An upstream that goes quiet after its first byte (a hung or SIGSTOPped worker keeps its TCP
+ * connection open) is cut after stream_idle_timeout_ms without a byte: the transfer ends with
+ * result.idle_timeout, and on_done ends the client's stream with an error in its API's shape.
+ * Time the client takes to read (the pipe full, curl paused) does not count: the clock runs
+ * only in pump rounds that wait for the upstream.
+ *
  * Connections are kept alive and reused: each transfer takes a curl handle pair (multi +
  * easy) from a pool and gives it back afterwards, and each pair keeps its connection cache, so
  * the next transfer to the same worker reuses an idle connection. (A share handle with
@@ -39,8 +45,8 @@
  * connection cache between concurrent threads.)
  *
  * Metrics: inferplane_gateway_upstream_errors_total{kind} (connect | timeout | transfer |
- * client_gone: before or after the response started), inferplane_gateway_inflight (transfers
- * running).
+ * stream_idle | client_gone: before or after the response started), inferplane_gateway_inflight
+ * (transfers running).
  */
 #ifndef GATEWAY_PROXY_H
 #define GATEWAY_PROXY_H
@@ -55,18 +61,20 @@ typedef struct gateway_proxy gateway_proxy_t;
 typedef struct gateway_xfer gateway_xfer_t;
 
 typedef struct {
-    int connect_timeout_ms; /* TCP connect to a worker (0: 2000) */
+    int connect_timeout_ms;     /* TCP connect to a worker (0: 2000) */
+    int stream_idle_timeout_ms; /* after the first byte: no byte this long cuts it (0: never) */
 } gateway_proxy_config_t;
 
 /* How a streamed transfer ended (for on_done). */
 typedef struct {
-    int status;       /* upstream HTTP status */
-    bool ok;          /* upstream body received completely */
-    bool client_gone; /* the client disconnected (EPIPE) */
-    bool aborted;     /* stopped by gateway_proxy_stop */
-    uint64_t bytes;   /* body bytes forwarded */
-    uint64_t end_ns;  /* monotonic time it ended */
-    char error[256];  /* curl's explanation when !ok, else "" */
+    int status;        /* upstream HTTP status */
+    bool ok;           /* upstream body received completely */
+    bool client_gone;  /* the client disconnected (EPIPE) */
+    bool aborted;      /* stopped by gateway_proxy_stop */
+    bool idle_timeout; /* cut: no byte for stream_idle_timeout_ms (error says so) */
+    uint64_t bytes;    /* body bytes forwarded */
+    uint64_t end_ns;   /* monotonic time it ended */
+    char error[256];   /* curl's explanation when !ok, else "" */
 } gateway_xfer_result_t;
 
 typedef struct {

@@ -33,9 +33,12 @@
 #include "gateway_auth.h"
 #include "gateway_messages.h"
 #include "gateway_backend.h"
+#include "gateway_drain.h"
 #include "gateway_failover.h"
+#include "gateway_isolation.h"
 #include "gateway_labels.h"
 #include "gateway_limits.h"
+#include "gateway_models.h"
 #include "gateway_provider.h"
 #include "gateway_proxy.h"
 #include "gateway_queue.h"
@@ -44,12 +47,14 @@
 #include "policy_labeller.h"
 #include "gateway_sse.h"
 #include "gateway_tokenize.h"
+#include "gateway_trailer.h"
 #include "gateway_verdict.h"
 #include "ipl_clock.h"
 #include "ipl_error.h"
 #include "ipl_httpd.h"
 #include "ipl_log.h"
 #include "ipl_policy_view.h"
+#include "ipl_unicode.h"
 #include "ipl_proto.h"
 #include "ipl_prompt.h"
 #include "policy_digest.h"
@@ -206,6 +211,27 @@ static void s_call_free(s_call_t **call_p)
     *call_p = NULL;
 }
 
+/* 0 when body[0..len) is UTF-8 (RFC 8259 8.1: JSON text exchanged between systems is), else
+ * 400 invalid_utf8 in *err naming the first bad byte: never forwarded to a worker, whose
+ * tokenizer would see other text than the gateway's. */
+static int s_check_utf8(const char *body, size_t len, gateway_api_error_t *err)
+{
+    const unsigned char *p = (const unsigned char *)body;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        size_t n = ipl_utf8_next(p + i, len - i, &cp);
+        if (cp == IPL_UNICODE_INVALID) {
+            gateway_api_error_set(err, 400, "invalid_request_error", NULL, "invalid_utf8",
+                                  "the request body is not valid UTF-8 (byte 0x%02x at offset "
+                                  "%zu); send JSON in UTF-8",
+                                  p[i], i);
+            return IPL_E_INVAL;
+        }
+        i += n;
+    }
+    return 0;
+}
+
 static void s_replace(char **field, const char *value)
 {
     char *copy = s_strdup0(value);
@@ -353,14 +379,20 @@ static void s_fail(s_call_t **call_p, ipl_http_resp_t *resp, const gateway_api_e
 static void s_decision_headers(const s_call_t *call, ipl_http_resp_t *resp)
 {
     char value[S_HEADER_VALUE_MAX];
-    s_header_value(value, sizeof(value), call->worker);
-    ipl_http_resp_header(resp, "x-inferplane-worker", value);
-    s_header_value(value, sizeof(value), call->url);
-    ipl_http_resp_header(resp, "x-inferplane-endpoint", value);
+    /* where it went and what was cached: --expose-routing-headers only (gateway_isolation) */
+    bool routing = gateway_isolation_routing_headers();
+    if (routing) {
+        s_header_value(value, sizeof(value), call->worker);
+        ipl_http_resp_header(resp, "x-inferplane-worker", value);
+        s_header_value(value, sizeof(value), call->url);
+        ipl_http_resp_header(resp, "x-inferplane-endpoint", value);
+    }
     s_header_value(value, sizeof(value), call->pool);
     ipl_http_resp_header(resp, "x-inferplane-pool", value);
-    s_header_value(value, sizeof(value), call->reason);
-    ipl_http_resp_header(resp, "x-inferplane-reason", value);
+    if (routing) {
+        s_header_value(value, sizeof(value), call->reason);
+        ipl_http_resp_header(resp, "x-inferplane-reason", value);
+    }
     if (call->tokenized_by)
         ipl_http_resp_header(resp, "x-inferplane-tokenized-by", call->tokenized_by);
     ipl_http_resp_header(resp, "x-inferplane-target-kind", call->provider ? "provider" : "worker");
@@ -368,10 +400,12 @@ static void s_decision_headers(const s_call_t *call, ipl_http_resp_t *resp)
         s_header_value(value, sizeof(value), call->backend);
         ipl_http_resp_header(resp, "x-inferplane-backend", value);
     }
-    snprintf(value, sizeof(value), "%.1f", call->predicted_ttft_s * 1e3);
-    ipl_http_resp_header(resp, "x-inferplane-predicted-ttft-ms", value);
-    snprintf(value, sizeof(value), "%" PRIu64, call->predicted_cached);
-    ipl_http_resp_header(resp, "x-inferplane-cached-tokens", value);
+    if (routing) {
+        snprintf(value, sizeof(value), "%.1f", call->predicted_ttft_s * 1e3);
+        ipl_http_resp_header(resp, "x-inferplane-predicted-ttft-ms", value);
+        snprintf(value, sizeof(value), "%" PRIu64, call->predicted_cached);
+        ipl_http_resp_header(resp, "x-inferplane-cached-tokens", value);
+    }
     if (call->queue_wait_ns) { /* it waited in the fair queue before this decision */
         snprintf(value, sizeof(value), "%.1f", (double)call->queue_wait_ns / 1e6);
         ipl_http_resp_header(resp, "x-inferplane-queue-wait-ms", value);
@@ -429,8 +463,11 @@ static int s_on_write(void *arg, int fd, const char *data, size_t len)
 static void s_on_done(void *arg, const gateway_xfer_result_t *res, int fd)
 {
     s_call_t *call = arg;
+    gateway_cut_t cut = {.status = res->status}; /* why it broke off, if it did */
+    if (!res->ok && !res->client_gone)
+        gateway_trailer_classify(res, call->provider ? "provider" : "worker", call->worker, &cut);
     if (call->msgs && !call->passthrough && !res->client_gone)
-        gateway_messages_finish(call->msgs, fd, res->ok, res->ok ? NULL : res->error);
+        gateway_messages_finish(call->msgs, fd, res->ok, res->ok ? NULL : cut.message);
     else if (call->trip && !res->client_gone)
         (void)gateway_provider_finish(call->trip, fd);
     gateway_sse_finish(call->sse, res->end_ns);
@@ -444,26 +481,15 @@ static void s_on_done(void *arg, const gateway_xfer_result_t *res, int fd)
         status = 499; /* nginx's "client closed request" */
         reason = "client_gone";
     } else if (!res->ok) {
-        reason = res->aborted ? "aborted" : "upstream_failed";
-        status = res->aborted ? 503 : 502;
-        /* The client already has its status line: end an event stream with an error event so
-         * that it does not mistake the cut for a normal end. */
-        if (!call->msgs && gateway_sse_mode(call->sse) == GATEWAY_SSE_STREAM && !st->done) {
-            char msg[384];
-            snprintf(msg, sizeof(msg), "the %s's stream broke off: %s",
-                     call->provider ? "provider" : "worker", res->error);
-            size_t len = 0;
-            char *body = gateway_api_error_body("server_error", msg, NULL, reason, &len);
-            if (body) {
-                char head[] = "data: ";
-                (void)(ipl_http_write_all(fd, head, sizeof(head) - 1) == 0 &&
-                       ipl_http_write_all(fd, body, len) == 0 &&
-                       ipl_http_write_all(fd, "\n\ndata: [DONE]\n\n", 16) == 0);
-                free(body);
-            }
-        }
-        IPL_WARN("upstream_broken", "id=%s worker=%s error=\"%s\"", call->request_id, call->worker,
-                 res->error);
+        status = cut.status;
+        reason = cut.reason;
+        /* The client already has its status line: an event stream ends with an error event
+         * (gateway_trailer; a translated /v1/messages stream got Anthropic's above). */
+        if ((!call->msgs || call->passthrough) && !whole && !st->done)
+            (void)gateway_trailer_write(fd, call->passthrough, &cut);
+        IPL_WARN(res->aborted ? "stream_cut_at_shutdown" : "upstream_broken",
+                 "id=%s worker=%s reason=%s error=\"%s\"", call->request_id, call->worker, reason,
+                 res->aborted ? "the drain timeout passed" : res->error);
     }
     s_finish(call, status, reason, res->end_ns);
     s_call_free(&call);
@@ -911,7 +937,8 @@ static int s_attempts(gateway_server_t *srv, s_call_t *call, const gateway_api_r
             break;
         }
         call->attempts = attempt;
-        call->passthrough = call->msgs && !call->provider && s_serves_messages(srv, call->worker);
+        call->passthrough = call->msgs && !call->provider && !api->cache_salt && /* salted: chat */
+                            s_serves_messages(srv, call->worker);
         const char *target = call->provider ? call->backend : call->worker;
         uint64_t now = ipl_mono_ms();
         gateway_failover_landed(fo, target, now);
@@ -954,6 +981,10 @@ static void s_completion(gateway_server_t *srv, gateway_api_kind_t kind, const i
     }
     size_t blen = 0;
     const char *body = ipl_http_req_body(req, &blen);
+    if (s_check_utf8(body, blen, &err) != 0) {
+        s_fail(&call, resp, &err);
+        return;
+    }
     char *chat_json = NULL; /* /v1/messages: the request as a chat completion */
     if (kind == GATEWAY_API_MESSAGES) {
         call->raw = body;
@@ -968,7 +999,8 @@ static void s_completion(gateway_server_t *srv, gateway_api_kind_t kind, const i
     gateway_api_req_t *api = NULL;
     int parsed = gateway_api_parse(kind == GATEWAY_API_MESSAGES ? GATEWAY_API_CHAT : kind, body,
                                    blen, srv->prompt, &api, &err);
-    if (parsed != 0) {
+    if (parsed != 0 || gateway_isolation_apply(srv->policy, call->tenant, api, &err) != 0) {
+        gateway_api_req_destroy(&api); /* the tenant's cache_salt (gateway_isolation) */
         free(chat_json);
         s_fail(&call, resp, &err);
         return;
@@ -1101,6 +1133,7 @@ static void s_count_tokens(void *arg, const ipl_http_req_t *req, ipl_http_resp_t
     char *chat_json = NULL;
     gateway_api_req_t *api = NULL;
     if (gateway_auth_check(srv->auth, req, tenant, sizeof tenant, &err) != 0 ||
+        s_check_utf8(body, blen, &err) != 0 ||
         gateway_messages_parse(body, blen, true, &msgs, &chat_json, &err) != 0 ||
         gateway_api_parse(GATEWAY_API_CHAT, chat_json, strlen(chat_json), srv->prompt, &api,
                           &err) != 0) {
@@ -1155,31 +1188,9 @@ static void s_models(void *arg, const ipl_http_req_t *req, ipl_http_resp_t *resp
                       "no routing policy has been received yet; is inferplane-policy running?");
         return;
     }
-    const ipl_policy_t *p = snap->policy;
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "object", "list");
-    cJSON *data = cJSON_AddArrayToObject(root, "data");
-    for (uint32_t i = 0; data && i < p->pools_len; i++) {
-        const char *model = p->pools[i].model;
-        if (!model || !model[0]) continue;
-        bool seen = false;
-        for (uint32_t k = 0; k < i && !seen; k++)
-            seen = p->pools[k].model && strcmp(p->pools[k].model, model) == 0;
-        if (seen) continue;
-        cJSON *m = cJSON_CreateObject();
-        cJSON_AddStringToObject(m, "id", model);
-        cJSON_AddStringToObject(m, "object", "model");
-        cJSON_AddNumberToObject(m, "created", (double)srv->created_s);
-        cJSON_AddStringToObject(m, "owned_by", "inferplane");
-        cJSON *pools = cJSON_AddArrayToObject(m, "pools");
-        for (uint32_t k = i; pools && k < p->pools_len; k++)
-            if (p->pools[k].model && strcmp(p->pools[k].model, model) == 0)
-                cJSON_AddItemToArray(pools,
-                                     cJSON_CreateString(p->pools[k].name ? p->pools[k].name : ""));
-        cJSON_AddItemToArray(data, m);
-    }
+    cJSON *root = gateway_models_list(snap->policy, srv->created_s);
     ipl_policy_view_release(srv->policy, &snap);
-    ipl_http_resp_json(resp, 200, &root);
+    ipl_http_resp_json(resp, 200, &root); /* 500 when NULL: out of memory */
 }
 
 /* ---- admin: GET /debug/policy -------------------------------------------------------------- */
@@ -1229,7 +1240,7 @@ bool gateway_server_ready(void *arg, char *detail, size_t size)
         return false;
     }
     snprintf(detail, size, "policy version %" PRIu64, version);
-    return true;
+    return gateway_route_describe(srv->route, detail, size); /* deciders down, degraded */
 }
 
 gateway_server_t *gateway_server_new(const gateway_server_config_t *cfg, ipl_metrics_t *metrics,
@@ -1301,7 +1312,8 @@ gateway_server_t *gateway_server_new(const gateway_server_config_t *cfg, ipl_met
     srv->auth = gateway_auth_new(&ac, metrics, err, errlen);
     if (!srv->auth) goto fail;
     srv->route = gateway_route_new(srv->decider, cfg->route_timeout_ms, metrics);
-    gateway_proxy_config_t pc = {.connect_timeout_ms = cfg->connect_timeout_ms};
+    gateway_proxy_config_t pc = {.connect_timeout_ms = cfg->connect_timeout_ms,
+                                 .stream_idle_timeout_ms = cfg->stream_idle_timeout_ms};
     srv->proxy = gateway_proxy_new(&pc, metrics);
     gateway_queue_config_t qc = {.max_wait_ms = cfg->queue_max_wait_ms,
                                  .max_requests = cfg->queue_max_requests,
@@ -1338,6 +1350,10 @@ gateway_server_t *gateway_server_new(const gateway_server_config_t *cfg, ipl_met
                  srv->policy_sub, srv->policy_req);
         goto fail;
     }
+    if (gateway_route_backup(srv->route, srv->policy) != 0) { /* decides when no decider can */
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
     if (srv->exporter[0]) {
         srv->push = zsock_new(ZMQ_PUSH);
         if (srv->push) {
@@ -1357,6 +1373,9 @@ gateway_server_t *gateway_server_new(const gateway_server_config_t *cfg, ipl_met
         goto fail;
     }
     ipl_httpd_limits(srv->httpd, cfg->max_header_bytes, cfg->max_url_bytes);
+    ipl_httpd_connections(srv->httpd, cfg->conns ? cfg->conns : &IPL_CONNS_DEFAULTS);
+    ipl_httpd_metrics(srv->httpd, metrics, "inferplane_gateway");
+    ipl_httpd_drain_handler(srv->httpd, gateway_drain_answer, NULL);
     ipl_httpd_route(srv->httpd, "POST", "/v1/chat/completions", s_chat, srv);
     ipl_httpd_route(srv->httpd, "POST", "/v1/completions", s_completions, srv);
     ipl_httpd_route(srv->httpd, "GET", "/v1/models", s_models, srv);
@@ -1376,6 +1395,11 @@ int gateway_server_start(gateway_server_t *self)
 int gateway_server_port(const gateway_server_t *self)
 {
     return ipl_httpd_port(self->httpd);
+}
+
+size_t gateway_server_drain(gateway_server_t *self, int timeout_ms)
+{
+    return gateway_drain(self->httpd, timeout_ms);
 }
 
 void gateway_server_destroy(gateway_server_t **self_p)

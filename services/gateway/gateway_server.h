@@ -22,11 +22,18 @@
  * A client's x-request-id (up to 64 of [A-Za-z0-9._:-]) is kept, else one is made up; an
  * x-inferplane-tenant header of the same form names the tenant in the ROUTE_REQ and the
  * record (until tenants come from API keys).
- * Responses carry x-request-id and, once routed, x-inferplane-worker, -endpoint, -pool,
- * -reason, -target-kind (worker | provider), -predicted-ttft-ms and -cached-tokens (the
+ * Responses carry x-request-id and, once routed, x-inferplane-pool, -target-kind (worker |
+ * provider) and, with --expose-routing-headers only (gateway_isolation: they reveal what is
+ * cached), x-inferplane-worker, -endpoint, -reason, -predicted-ttft-ms and -cached-tokens (the
  * decider's prediction); for a provider also x-inferplane-backend; x-inferplane-rule whenever
  * the decision named an InferencePolicy rule (refusals too); x-inferplane-queue-wait-ms when it
  * waited in the fair queue (gateway_queue: a saturated pool, docs/queueing.md).
+ *
+ * Hardening: client connections are bounded (ipl_conns: --max-connections, per client
+ * address, idle and read timeouts; inferplane_gateway_connections*), request bodies must be
+ * UTF-8 (400 invalid_utf8, never forwarded), a stream whose upstream goes quiet is cut after
+ * --stream-idle-timeout-ms with an error event (gateway_trailer), and SIGTERM drains
+ * (gateway_server_drain): requests arriving meanwhile get 503 shutting_down.
  *
  * Metrics (registry passed at creation): inferplane_gateway_requests_total{api,status_code},
  * inferplane_gateway_records_dropped_total,
@@ -80,6 +87,11 @@ typedef struct {
     int breaker_cooldown_ms;       /* open this long, then one probe (0: 10000) */
     size_t max_header_bytes;       /* request headers above get 431 (0: ipl_httpd's default) */
     size_t max_url_bytes;          /* request targets above get 414 (0: ipl_httpd's default) */
+    /* Hardening (docs/failover.md, "Timeouts and limits"). */
+    const ipl_conns_config_t *conns; /* client connection limits and timeouts (copied; NULL:
+                                        IPL_CONNS_DEFAULTS) */
+    int stream_idle_timeout_ms;      /* after the first byte, no byte from upstream this long
+                                        cuts the stream with an error event (0: never) */
 } gateway_server_config_t;
 
 typedef struct gateway_server gateway_server_t;
@@ -90,6 +102,11 @@ gateway_server_t *gateway_server_new(const gateway_server_config_t *config, ipl_
                                      char *err, size_t errlen);
 /* Stops accepting, aborts transfers in flight, joins every thread, frees everything. */
 void gateway_server_destroy(gateway_server_t **self_p);
+
+/* The graceful stop before destroy (gateway_drain): stops accepting, lets the requests in
+ * flight finish for at most timeout_ms (a second stop signal ends the wait at once) and
+ * returns how many are still in flight (0: all done; destroy cuts the rest). Main thread. */
+size_t gateway_server_drain(gateway_server_t *self, int timeout_ms);
 
 int gateway_server_start(gateway_server_t *self); /* 0 or IPL_E_IO */
 int gateway_server_port(const gateway_server_t *self);

@@ -22,9 +22,12 @@
 
 #include "decider_options.h"
 #include "decider_server.h"
+#include "gateway_drain.h"
+#include "gateway_isolation.h"
 #include "gateway_limits.h"
 #include "gateway_server.h"
 #include "ipl_config.h"
+#include "ipl_conns.h"
 #include "ipl_log.h"
 #include "ipl_loop.h"
 #include "ipl_service.h"
@@ -99,6 +102,10 @@ int main(int argc, char **argv)
     double retry_budget_percent = 20;
     int64_t queue_max_wait_ms = 30000, queue_max_requests = 10000, queue_max_tokens = 0,
             queue_max_tenant_requests = 0;
+    int64_t drain_timeout_ms = GATEWAY_DRAIN_DEFAULT_MS, stream_idle_timeout_ms = 60000,
+            max_connections = IPL_CONNS_DEFAULT_MAX, max_per_ip = IPL_CONNS_DEFAULT_MAX_PER_IP,
+            idle_timeout_ms = IPL_CONNS_DEFAULT_IDLE_TIMEOUT_MS,
+            read_timeout_ms = IPL_CONNS_DEFAULT_READ_TIMEOUT_MS;
     ipl_service_t *svc = ipl_service_new(
         "gateway", "OpenAI-compatible API that routes each request to the best worker",
         "127.0.0.1:9106");
@@ -178,6 +185,40 @@ int main(int argc, char **argv)
                    "get 431");
     ipl_config_add(cfg, "max-url-bytes", IPL_OPT_INT, &max_url_bytes, "8192",
                    "longest request target (path and query) accepted; longer ones get 414");
+    ipl_config_add(cfg, "drain-timeout-ms", IPL_OPT_INT, &drain_timeout_ms, "25000",
+                   "on SIGTERM (or SIGINT) the gateway drains: /readyz answers 503, new "
+                   "connections are refused, and the requests in flight (streams too) get this "
+                   "long to finish before the rest are cut with an error event; a second "
+                   "signal cuts them at once. Keep it below the pod's "
+                   "terminationGracePeriodSeconds (30 s by default). 0: no drain");
+    ipl_config_add(cfg, "stream-idle-timeout-ms", IPL_OPT_INT, &stream_idle_timeout_ms, "60000",
+                   "after a response's first byte, a worker or provider that sends nothing for "
+                   "this long (hung, stopped) has its stream cut: the client gets an error "
+                   "event (OpenAI's, or Anthropic's on /v1/messages), reason "
+                   "stream_idle_timeout. 0: never");
+    ipl_config_add(cfg, "max-connections", IPL_OPT_INT, &max_connections, "4096",
+                   "client connections open at once; more are closed as they arrive (each "
+                   "costs a thread and about 4 file descriptors: the soft RLIMIT_NOFILE is "
+                   "raised as needed, and this lowered, with a warning, when the hard one is too "
+                   "small)");
+    ipl_config_add(cfg, "max-connections-per-ip", IPL_OPT_INT, &max_per_ip, "1024",
+                   "client connections open at once from one address; more are closed as they "
+                   "arrive, so that one client cannot take them all. Behind a proxy that "
+                   "connects from one address, raise it to --max-connections (0: no limit)");
+    ipl_config_add(cfg, "idle-timeout-ms", IPL_OPT_INT, &idle_timeout_ms, "75000",
+                   "a client connection waiting for a request (just opened, or kept alive "
+                   "after a response) is closed after this long; above the 60 s idle timeout of "
+                   "common load balancers, so that they close first. 0: never");
+    ipl_config_add(cfg, "request-read-timeout-ms", IPL_OPT_INT, &read_timeout_ms, "60000",
+                   "a request's headers and body must have arrived within this long of its "
+                   "request line, however slowly they trickle in (slowloris), else its "
+                   "connection is closed. 0: never");
+    ipl_config_range(cfg, "drain-timeout-ms", 0, 3600000);
+    ipl_config_range(cfg, "stream-idle-timeout-ms", 0, 86400000);
+    ipl_config_range(cfg, "max-connections", 1, 1000000);
+    ipl_config_range(cfg, "max-connections-per-ip", 0, 1000000);
+    ipl_config_range(cfg, "idle-timeout-ms", 0, 86400000);
+    ipl_config_range(cfg, "request-read-timeout-ms", 0, 86400000);
     ipl_config_range(cfg, "max-attempts", 1, 10);
     ipl_config_range(cfg, "first-byte-timeout-ms", 0, 86400000);
     ipl_config_range(cfg, "retry-budget-percent", 0, 100);
@@ -233,6 +274,7 @@ int main(int argc, char **argv)
     ipl_config_range(cfg, "route-timeout-ms", 1, 600000);
     ipl_config_range(cfg, "upstream-timeout-ms", 1, 86400000);
     ipl_config_range(cfg, "connect-timeout-ms", 1, 600000);
+    gateway_isolation_options(cfg); /* --expose-routing-headers */
     int rc = ipl_service_start(svc, argc, argv);
     if (rc != 0) {
         ipl_service_destroy(&svc);
@@ -274,6 +316,10 @@ int main(int argc, char **argv)
         ipl_service_destroy(&svc);
         return 2;
     }
+    ipl_conns_config_t conns = {.max_connections = (int)max_connections,
+                                .max_per_ip = (int)max_per_ip,
+                                .idle_timeout_ms = (int)idle_timeout_ms,
+                                .read_timeout_ms = (int)read_timeout_ms};
     gateway_server_config_t gc = {
         .listen = listen,
         .decider = embedded ? S_EMBEDDED_ENDPOINT : decider,
@@ -304,6 +350,8 @@ int main(int argc, char **argv)
         .breaker_cooldown_ms = (int)breaker_cooldown_ms,
         .max_header_bytes = (size_t)max_header_bytes,
         .max_url_bytes = (size_t)max_url_bytes,
+        .conns = &conns,
+        .stream_idle_timeout_ms = (int)stream_idle_timeout_ms,
     };
     gateway_server_t *srv = parts.gateway =
         gateway_server_new(&gc, ipl_service_metrics(svc), err, sizeof err);
@@ -347,6 +395,10 @@ int main(int argc, char **argv)
     /* /readyz stops calling into the server once stopping; unhook it anyway. The metrics
      * registry (the service's) outlives the server, which updates it until destroyed. */
     if (admin) ipl_admin_set_ready(admin, NULL, NULL);
+    /* A signal drains (gateway_drain: what is in flight finishes, within the timeout); a
+     * failed loop does not wait. With --decider embedded the decider's loop has ended: a
+     * request still to be decided gets 503 route_timeout meanwhile. */
+    if (ipl_signal_stopping()) gateway_server_drain(srv, (int)drain_timeout_ms);
     gateway_server_destroy(&srv);
     ipl_service_stop(svc); /* the decider's admin handlers are done before it goes */
     gateway_limits_destroy(&limits);

@@ -108,6 +108,9 @@ int main(int argc, char **argv)
         ipl_httpd_route(ipl_admin_httpd(admin), "GET", "/debug/policy", policy_server_debug,
                         server);
         ipl_httpd_route(ipl_admin_httpd(admin), "POST", "/validate", policy_validate_http, NULL);
+        // A pure check of the YAML it is sent, for admission webhooks that send no token;
+        // /debug/policy stays protected (ipl_admin).
+        ipl_admin_open(admin, "/validate");
     }
     if (ipl_service_serve(svc) != 0) {
         fprintf(stderr, "inferplane-policy: cannot start the admin server\n");

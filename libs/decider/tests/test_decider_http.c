@@ -1,5 +1,6 @@
 /*
- * Unit tests of decider_http: request parsing (every 400 message), hashing like the gateway,
+ * Unit tests of decider_http: request parsing (every 400 message), hashing like the gateway
+ * (LoRA, cache_salt, an isolated tenant's salt),
  * status mapping, the rendered JSON and GET /debug/model (a real server on an ephemeral
  * loopback port, driven with libcurl).
  */
@@ -20,6 +21,7 @@
 #include "ipl_hash.h"
 #include "ipl_log.h"
 #include "ipl_prompt.h"
+#include "policy_isolation.h"
 
 static ipl_prompt_t *s_prompt; /* the built-in model (ChatML) */
 
@@ -143,6 +145,26 @@ static void test_prompt_and_messages_hash_like_the_gateway(void **state)
     assert_int_equal(r.req.nhashes, nb);
     assert_memory_equal(r.req.hashes, want, nb * sizeof *want);
     decider_http_request_clear(&r);
+
+    /* a tenant the policy isolates: its own salt (with the client's), as the gateway sends it;
+     * another tenant's request stays in the shared space */
+    char *isolated[] = {"team-a"};
+    ipl_policy_t policy = {.cache_isolated_tenants = isolated, .cache_isolated_tenants_len = 1};
+    char salt[POLICY_SALT_SIZE];
+    const char *tenants[] = {"team-a", "team-b"};
+    for (int t = 0; t < 2; t++) {
+        char doc[512];
+        snprintf(doc, sizeof doc,
+                 "{\"model\":\"m\",\"tenant\":\"%s\",\"cache_salt\":\"s1\",\"prompt\":\"%s\"}",
+                 tenants[t], text);
+        assert_int_equal(decider_http_parse(doc, strlen(doc), s_prompt, &r, err, sizeof err), 0);
+        assert_int_equal(decider_http_hash_for(&r, s_prompt, &policy, 4), 0);
+        const char *key = t == 0 ? policy_isolation_salt("team-a", "s1", salt) : "s1";
+        ipl_block_hashes(ipl_hash_chain_start(ipl_hash_key(NULL, key)), ids, ntok, 4, want, 64);
+        assert_int_equal(r.req.nhashes, nb);
+        assert_memory_equal(r.req.hashes, want, nb * sizeof *want);
+        decider_http_request_clear(&r);
+    }
     free(ids);
 }
 

@@ -417,7 +417,17 @@ static const pt_case_t s_errors[] = {
      "1000000, got \"2000000\""},
     {"unknown spec field", P("  rule: []\n"),
      "p.yaml:5:3: InferencePolicy \"p\": spec.rule is not a known field; did you mean \"rules\"? "
-     "(known: priority, rules, aliases, limits, labels)"},
+     "(known: priority, rules, aliases, limits, labels, cacheIsolation)"},
+    // cacheIsolation
+    {"cacheIsolation without tenants", P("  cacheIsolation: {}\n"),
+     "p.yaml:5:19: InferencePolicy \"p\": spec.cacheIsolation needs tenants: the tenants whose "
+     "prompts are cached apart, or [\"*\"] for every tenant"},
+    {"cacheIsolation unknown field", P("  cacheIsolation: {tenant: [a]}\n"),
+     "p.yaml:5:20: InferencePolicy \"p\": spec.cacheIsolation.tenant is not a known field; did "
+     "you mean \"tenants\"? (known: tenants)"},
+    {"cacheIsolation tenant twice", P("  cacheIsolation: {tenants: [a, a]}\n"),
+     "p.yaml:5:33: InferencePolicy \"p\": spec.cacheIsolation.tenants[1] \"a\" is listed twice; "
+     "remove one"},
     // aliases
     {"alias names model and pool",
      P("  aliases: [{name: al, targets: [{model: small-model, pool: chat}]}]\n"),
@@ -552,6 +562,24 @@ static void test_every_validation_error(void **state)
     pt_run_cases(PT_BASE, s_errors, sizeof s_errors / sizeof *s_errors);
 }
 
+/* spec.cacheIsolation: the tenants of every policy, sorted, each once, on the wire. */
+static void test_cache_isolation(void **state)
+{
+    (void)state;
+    policy_compiler_t *c =
+        pt_ok(PT_BASE, P("  cacheIsolation: {tenants: [team-b, '*', team-a]}\n") "---\n" PT_HEAD(
+                           "InferencePolicy", "q") "spec: {cacheIsolation: {tenants: [team-a]}}\n");
+    const ipl_policy_t *w = policy_compiler_policy(c);
+    assert_int_equal(w->cache_isolated_tenants_len, 3);
+    assert_string_equal(w->cache_isolated_tenants[0], "*");
+    assert_string_equal(w->cache_isolated_tenants[1], "team-a");
+    assert_string_equal(w->cache_isolated_tenants[2], "team-b");
+    policy_compiler_destroy(&c);
+    c = pt_ok(PT_BASE, s_full); /* none: one shared cache */
+    assert_int_equal(policy_compiler_policy(c)->cache_isolated_tenants_len, 0);
+    policy_compiler_destroy(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -562,6 +590,7 @@ int main(void)
         cmocka_unit_test(test_every_validation_error),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_spill_matching_only_above_the_slo_warns),
+        cmocka_unit_test(test_cache_isolation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

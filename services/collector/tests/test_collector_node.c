@@ -3,8 +3,10 @@
  * owned by the test (a fake worker PUB and replay ROUTER, a PULL standing in for the
  * aggregator): start-up CLEARED, KV events forwarded as KV_EVENTs with our hashes, malformed
  * frames counted, a failing scrape reported as LOAD health DOWN; the replay DEALER (request
- * frames, both reply layouts, a gap closed, an evicted start → DEGRADED in the next LOAD); an
- * aggregator that comes back on the same endpoint is resent the whole state.
+ * frames, both reply layouts, a gap closed, an evicted start → RECOVERING, sent as SYNCING in
+ * the next LOAD); an aggregator that comes back on the same endpoint is resent the whole
+ * state; checkpoints: saved at shutdown, resumed by the next node (a replay from the saved
+ * batch, then the blocks at the aggregator), a corrupt file ignored and counted.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <czmq.h>
@@ -222,7 +225,22 @@ typedef struct {
     zsock_t *router; /* the worker's replay ROUTER */
     collector_node_t *node;
     int subscribed;
+    char *workers; /* the --workers list */
+    char ckpt[64]; /* a checkpoint dir, "" for none */
 } s_rfx_t;
+
+static collector_node_t *s_rnode(s_rfx_t *f)
+{
+    collector_config_t cfg = {.aggregators = f->agg,
+                              .workers = f->workers,
+                              .scrape_interval_ms = 50,
+                              .checkpoint_dir = f->ckpt,
+                              .checkpoint_interval_ms = 50};
+    char err[256];
+    collector_node_t *node = collector_node_new(&cfg, f->metrics, err, sizeof err);
+    assert_non_null(node);
+    return node;
+}
 
 static int s_rsetup(void **state)
 {
@@ -240,12 +258,10 @@ static int s_rsetup(void **state)
     char *rep = zsock_last_endpoint(f->router);
     char workers[512];
     snprintf(workers, sizeof workers, "w0=http://127.0.0.1:1|%s|%s", kv, rep);
-    collector_config_t cfg = {.aggregators = f->agg, .workers = workers, .scrape_interval_ms = 50};
-    char err[256];
-    f->node = collector_node_new(&cfg, f->metrics, err, sizeof err);
+    f->workers = strdup(workers);
     free(kv);
     free(rep);
-    assert_non_null(f->node);
+    f->node = s_rnode(f);
     *state = f;
     return 0;
 }
@@ -259,6 +275,13 @@ static int s_rteardown(void **state)
     zsock_destroy(&f->router);
     ipl_metrics_destroy(&f->metrics);
     free(f->agg);
+    free(f->workers);
+    if (f->ckpt[0]) {
+        char path[128];
+        snprintf(path, sizeof path, "%s/w0.ckpt", f->ckpt);
+        unlink(path);
+        rmdir(f->ckpt);
+    }
     free(f);
     return 0;
 }
@@ -424,10 +447,10 @@ static void test_replays(void **state)
     assert_int_equal(req.start, 0);
     s_answer(f, req.id, 2, UINT64_MAX);
     zframe_destroy(&req.id);
-    for (int i = 0; i < 100 && (f->subscribed == 0 || seen.loads == 0); i++)
+    for (int i = 0; i < 100 && (f->subscribed == 0 || seen.last_kv_state != IPL_KV_EXACT); i++)
         s_rpump(f, 20, &seen, NULL);
     assert_true(f->subscribed > 0);
-    assert_int_equal(seen.last_kv_state, IPL_KV_SYNCING); /* waiting for batch 0 */
+    assert_int_equal(seen.last_kv_state, IPL_KV_EXACT); /* never published: empty */
     s_live(f, 0);
     s_live(f, 1);
     s_rpump(f, 200, &seen, NULL);
@@ -457,21 +480,103 @@ static void test_replays(void **state)
     assert_true(s_metric(f, "inferplane_collector_replays_total", "worker=\"w0\",result=\"ok\"") ==
                 2);
 
-    /* 6 lost; the worker's buffer already starts at 7: unrecoverable → DEGRADED, cleared */
+    /* 6 lost; the worker's buffer already starts at 7: RECOVERING from it (sent as SYNCING:
+     * the index is a subset), what 0..5 stored cleared */
     int cleared = seen.cleared;
-    s_live(f, 7);
+    s_live(f, 8);
     s_rpump(f, 3000, &seen, &req);
     assert_int_equal(req.start, 5);
     s_answer(f, req.id, 2, 7);
+    s_answer(f, req.id, 2, UINT64_MAX);
     zframe_destroy(&req.id);
     s_rpump(f, 300, &seen, NULL);
-    assert_int_equal(seen.last_kv_state, IPL_KV_DEGRADED);
+    assert_int_equal(seen.last_kv_state, IPL_KV_SYNCING);
     assert_true(seen.cleared > cleared);
-    assert_true(seen.sum == s_sum(7, 7)); /* the live batch, as a fact */
+    assert_true(seen.sum == s_sum(7, 8)); /* the buffered batch and the live one */
     free(ipl_metrics_render(f->metrics, &len));
     assert_true(s_metric(f, "inferplane_collector_degraded_total", "worker=\"w0\"") == 1);
-    assert_true(
-        s_metric(f, "inferplane_collector_replays_total", "worker=\"w0\",result=\"failed\"") == 1);
+    assert_true(s_metric(f, "inferplane_collector_replays_total", "worker=\"w0\",result=\"ok\"") ==
+                3);
+    double recovering = ipl_metric_value(ipl_metrics_gauge(
+        f->metrics, "inferplane_collector_worker_state", "", "worker=\"w0\",state=\"recovering\""));
+    double exact = ipl_metric_value(ipl_metrics_gauge(
+        f->metrics, "inferplane_collector_worker_state", "", "worker=\"w0\",state=\"exact\""));
+    assert_true(recovering == 1 && exact == 0);
+}
+
+/* Starts a node and answers its start-up replay with `start` expected; returns what the
+ * aggregator saw until the LOAD after it. */
+static void s_restart_node(s_rfx_t *f, uint64_t start, s_agg_seen_t *seen)
+{
+    collector_node_destroy(&f->node); /* saves its checkpoint */
+    ipl_metrics_destroy(&f->metrics); /* it holds the node's collect callback */
+    f->metrics = ipl_metrics_new();
+    f->subscribed = 0;
+    f->node = s_rnode(f);
+    s_request_t req = {0};
+    s_rpump(f, 3000, seen, &req);
+    assert_non_null(req.id);
+    assert_int_equal(req.start, start);
+    if (start > 0) {
+        for (uint64_t seq = start; seq <= start + 1; seq++)
+            s_answer(f, req.id, 3, seq);
+    }
+    s_answer(f, req.id, 3, UINT64_MAX);
+    zframe_destroy(&req.id);
+    for (int i = 0; i < 100 && seen->loads == 0; i++)
+        s_rpump(f, 20, seen, NULL);
+    s_rpump(f, 100, seen, NULL);
+}
+
+static double s_resumes(s_rfx_t *f, const char *result)
+{
+    size_t len;
+    free(ipl_metrics_render(f->metrics, &len));
+    char labels[64];
+    snprintf(labels, sizeof labels, "result=\"%s\"", result);
+    return s_metric(f, "inferplane_collector_checkpoint_resumes_total", labels);
+}
+
+static void test_checkpoints(void **state)
+{
+    s_rfx_t *f = *state;
+    snprintf(f->ckpt, sizeof f->ckpt, "/tmp/test_collector_node.XXXXXX");
+    assert_non_null(mkdtemp(f->ckpt));
+    s_agg_seen_t seen = {0};
+    s_request_t req = {0};
+    s_rpump(f, 3000, &seen, &req); /* the first node's request, out of the way */
+    assert_non_null(req.id);
+    s_answer(f, req.id, 3, UINT64_MAX);
+    zframe_destroy(&req.id);
+    s_restart_node(f, 0, &seen); /* a node with checkpoints; nothing saved yet */
+    for (int i = 0; i < 100 && f->subscribed == 0; i++)
+        s_rpump(f, 20, &seen, NULL);
+    for (uint64_t seq = 0; seq < 4; seq++)
+        s_live(f, seq);
+    s_rpump(f, 300, &seen, NULL);
+    assert_true(seen.sum == s_sum(0, 3));
+
+    /* the next node resumes: a replay from the saved batch 3, which the worker still has */
+    s_agg_seen_t next = {0};
+    s_restart_node(f, 3, &next);
+    assert_true(next.cleared >= 1);
+    assert_true(next.sum == s_sum(0, 4)); /* the checkpoint's blocks, then batch 4's */
+    assert_int_equal(next.last_kv_state, IPL_KV_EXACT);
+    assert_true(s_resumes(f, "proven") == 1);
+
+    /* a corrupt file is ignored (and counted): the history is replayed from 0 */
+    char path[128];
+    snprintf(path, sizeof path, "%s/w0.ckpt", f->ckpt);
+    collector_node_destroy(&f->node);
+    FILE *fp = fopen(path, "r+b");
+    assert_non_null(fp);
+    fseek(fp, 40, SEEK_SET);
+    fputc('X', fp);
+    fclose(fp);
+    s_agg_seen_t third = {0};
+    s_restart_node(f, 0, &third);
+    assert_true(s_resumes(f, "corrupt") == 1);
+    assert_int_equal(third.last_kv_state, IPL_KV_EXACT); /* our fake worker answers: nothing */
 }
 
 static void test_aggregator_restart_gets_everything(void **state)
@@ -521,6 +626,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_replays, s_rsetup, s_rteardown),
         cmocka_unit_test_setup_teardown(test_aggregator_restart_gets_everything, s_rsetup,
                                         s_rteardown),
+        cmocka_unit_test_setup_teardown(test_checkpoints, s_rsetup, s_rteardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

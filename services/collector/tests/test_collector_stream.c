@@ -3,9 +3,12 @@
  * extra keys), BlockRemoved through the engine→ours map, AllBlocksCleared, unknown parents,
  * skipped media/groups and malformed input; the exactness state machine: start-up catch-up,
  * gap replays in both reply layouts (live batches kept and de-duplicated), replays that fail
- * (evicted, timeout, bad replies, overflow) → DEGRADED with backoff retries, restarts (sequence
- * back, replay digest mismatch, told by /metrics). Payloads are built with msgpack-c in vLLM's wire
- * format (map-encoded events, array envelope); the replay socket is a recording stub.
+ * (evicted, timeout, bad replies, overflow) → RECOVERING (held blocks demoted to ghosts, a ghost
+ * chain promoted when a BlockStored extends it, backoff retries only for causes that pass),
+ * restarts (sequence back, replay digest mismatch, told by /metrics), an idle worker taken as
+ * empty, and checkpoints: images and every outcome of a resume. Payloads are built with msgpack-c
+ * in vLLM's wire format (map-encoded events, array envelope); the replay socket is a recording
+ * stub.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -79,8 +82,8 @@ typedef struct {
     uint32_t first_token;   /* tokens first_token, first_token+1, ... */
     const char *lora_name;
     const char *medium;
-    int64_t group_idx; /* < 0: absent */
-    bool salted;       /* extra_keys with a cache salt on the first block */
+    int64_t group_idx;      /* < 0: absent */
+    bool salted;            /* extra_keys with a cache salt on the first block */
     bool lora_without_keys; /* a LoRA event whose extra_keys are [nil] (older vLLM) */
 } s_stored_t;
 
@@ -319,16 +322,19 @@ static void test_lora_and_extra_keys_use_other_hash_spaces(void **state)
     assert_int_equal(f->rec.nops, 5);
     assert_true(f->rec.ops[0].hashes[0] == base[0]);
     assert_true(f->rec.ops[1].hashes[0] == lora[0]);
-    /* salted: neither the base nor the LoRA chain */
+    /* salted: neither the base nor the LoRA chain, the salt's own (as a salted prompt hashes) */
     assert_true(f->rec.ops[2].hashes[0] != base[0]);
     assert_true(f->rec.ops[2].hashes[0] != lora[0]);
+    uint64_t salted[1];
+    s_expect(ipl_hash_chain_start(ipl_hash_key(NULL, "salt")), 7, 1, salted);
+    assert_true(f->rec.ops[2].hashes[0] == salted[0]);
     /* salted with the adapter: not the adapter's space either (a request to the adapter
      * without that salt must not be promised these blocks) */
     assert_true(f->rec.ops[3].hashes[0] != lora[0]);
     assert_true(f->rec.ops[3].hashes[0] != base[0]);
     assert_true(f->rec.ops[3].hashes[0] != f->rec.ops[2].hashes[0]);
     assert_true(f->rec.ops[4].hashes[0] == lora[0]);
-    assert_int_equal(collector_stream_stats(f->st)->private_blocks, 2);
+    assert_int_equal(collector_stream_stats(f->st)->private_blocks, 1); /* the adapter's */
 }
 
 /* vLLM sends one BlockRemoved per block: a run of them in one batch is one REMOVED op, sent
@@ -342,8 +348,8 @@ static void test_removed_runs_are_coalesced(void **state)
     s_expect(ipl_hash_chain_start(0), 500, 6, want);
     s_batch_t b;
     s_batch_begin(&b, 1);
-    s_block_stored(&b, &(s_stored_t){.engine = eng, .nblocks = 6, .first_token = 500,
-                                     .group_idx = -1});
+    s_block_stored(&b,
+                   &(s_stored_t){.engine = eng, .nblocks = 6, .first_token = 500, .group_idx = -1});
     assert_int_equal(s_batch_send(&b, f->st, 0), 0);
     int base = f->rec.nops;
 
@@ -354,8 +360,10 @@ static void test_removed_runs_are_coalesced(void **state)
     s_block_removed(&b, &eng[0], 1);
     s_block_removed(&b, &unknown, 1); /* ignored, does not split the run */
     s_block_removed(&b, &eng[1], 1);
-    s_block_stored(&b, &(s_stored_t){.engine = &e7, .nblocks = 1, .parent = &eng[5],
-                                     .first_token = 1000, .group_idx = -1});
+    s_block_stored(
+        &b,
+        &(s_stored_t){
+            .engine = &e7, .nblocks = 1, .parent = &eng[5], .first_token = 1000, .group_idx = -1});
     s_block_removed(&b, &eng[2], 1);
     s_block_removed(&b, &eng[3], 2); /* 0xa4, 0xa5 */
     assert_int_equal(s_batch_send(&b, f->st, 1), 0);
@@ -609,8 +617,9 @@ static void test_startup_idle_worker(void **state)
 {
     s_rfx_t *f = *state;
     collector_stream_start(f->st);
-    assert_int_equal(s_reply_end(f->st, 2), 0); /* nothing buffered: a fresh worker */
-    assert_int_equal(collector_stream_kv_state(f->st), COLLECTOR_KV_SYNCING);
+    assert_int_equal(s_reply_end(f->st, 2), 0); /* nothing buffered: a fresh worker, empty */
+    assert_int_equal(collector_stream_kv_state(f->st), COLLECTOR_KV_EXACT);
+    assert_string_equal(collector_stream_stats(f->st)->why, "nothing_published");
     assert_int_equal(collector_stream_stats(f->st)->replays_failed, 0);
     assert_int_equal(s_live(f->st, 0, &f->b[0]), 0); /* its first batch: a known base */
     assert_int_equal(collector_stream_kv_state(f->st), COLLECTOR_KV_EXACT);
@@ -622,12 +631,13 @@ static void test_startup_worker_not_up_yet(void **state)
     collector_stream_start(f->st);
     s_advance(f, 2000); /* its replay endpoint does not answer: nothing is known */
     const collector_stream_stats_t *st = collector_stream_stats(f->st);
-    assert_int_equal(st->kv_state, COLLECTOR_KV_DEGRADED);
+    assert_int_equal(st->state, COLLECTOR_STATE_RECOVERING);
     assert_string_equal(st->why, "replay_timeout");
     s_advance(f, 1000); /* the retry: the worker is up now, and has published nothing */
     assert_int_equal(f->replay.starts, 2);
     assert_int_equal(s_reply_end(f->st, 3), 0);
-    assert_int_equal(st->kv_state, COLLECTOR_KV_SYNCING);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_EXACT); /* empty, and known to be */
+    assert_string_equal(st->why, "nothing_published");
     assert_int_equal(st->retry_at_ms, 0);
     assert_int_equal(s_live(f->st, 0, &f->b[0]), 0);
     assert_int_equal(st->kv_state, COLLECTOR_KV_EXACT);
@@ -640,13 +650,18 @@ static void test_startup_history_evicted(void **state)
     assert_int_equal(s_live(f->st, 9, &f->b[9]), 0);
     assert_int_equal(s_reply(f->st, 3, 7, &f->b[7]), 0); /* 0..6 are gone */
     const collector_stream_stats_t *st = collector_stream_stats(f->st);
-    assert_int_equal(st->kv_state, COLLECTOR_KV_DEGRADED);
+    assert_int_equal(st->state, COLLECTOR_STATE_RECOVERING);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_SYNCING);
     assert_string_equal(st->why, "history_evicted");
+    assert_true(f->replay.running); /* what is buffered is used */
+    assert_int_equal(s_reply(f->st, 3, 8, &f->b[8]), 0);
+    assert_int_equal(s_reply_end(f->st, 3), 0);
     assert_int_equal(f->replay.stops, 1);
-    /* later replies of that replay are stray; the kept live batch was applied as a fact */
-    assert_int_equal(s_reply(f->st, 3, 8, &f->b[8]), IPL_E_INVAL);
-    assert_true(s_held(f) == s_expected(9, 9));
-    assert_int_equal(st->retry_at_ms, f->now + 1000);
+    assert_true(s_held(f) == s_expected(7, 9)); /* the buffer, then the kept live batch */
+    assert_true(st->has_recover_seq && st->recover_seq == 7);
+    assert_string_equal(st->why, "history_evicted");
+    assert_int_equal(st->retry_at_ms, 0); /* batch 0 of this process is gone for good */
+    assert_int_equal(st->degradations, 1);
 }
 
 static void test_gap_replayed_in_order(void **state)
@@ -698,7 +713,7 @@ static void test_gap_replay_with_empty_payload_end(void **state)
     assert_true(s_held(f) == s_expected(0, 2));
 }
 
-static void test_gap_replay_evicted_then_retry(void **state)
+static void test_gap_replay_evicted_recovers(void **state)
 {
     s_rfx_t *f = *state;
     assert_int_equal(s_live(f->st, 0, &f->b[0]), 0);
@@ -707,40 +722,91 @@ static void test_gap_replay_evicted_then_retry(void **state)
     int cleared = s_count(&f->rec, COLLECTOR_OP_CLEARED);
     assert_int_equal(s_reply(f->st, 3, 3, &f->b[3]), 0); /* 1 and 2 evicted */
     const collector_stream_stats_t *st = collector_stream_stats(f->st);
-    assert_int_equal(st->kv_state, COLLECTOR_KV_DEGRADED);
+    assert_int_equal(st->state, COLLECTOR_STATE_RECOVERING);
     assert_int_equal(st->degradations, 1);
+    /* what 0 and 1 stored may have been removed in 2: cleared at the aggregator, kept as
+     * ghosts */
     assert_int_equal(s_count(&f->rec, COLLECTOR_OP_CLEARED), cleared + 1);
-    assert_true(s_held(f) == s_expected(5, 5)); /* the kept batch, as a fact */
-    /* live batches go on being applied; a gap clears again, no replay while DEGRADED */
+    assert_int_equal(st->ghosts, 4);
+    assert_int_equal(s_reply(f->st, 3, 4, &f->b[4]), 0);
+    assert_int_equal(s_reply_end(f->st, 3), 0);
+    assert_true(s_held(f) == s_expected(3, 5)); /* the buffered ones and the kept one */
+    assert_int_equal(st->recover_seq, 3);
+    assert_int_equal(st->retry_at_ms, 0); /* nothing to retry: the history is gone */
+    /* a later gap that the buffer still covers is replayed: the lower bound goes on */
     assert_int_equal(s_live(f->st, 6, &f->b[6]), 0);
     assert_int_equal(s_live(f->st, 8, &f->b[8]), 0);
+    assert_int_equal(f->replay.starts, 2);
+    assert_int_equal(f->replay.start_seq, 6);
+    assert_int_equal(s_reply(f->st, 3, 6, &f->b[6]), 0);
+    assert_int_equal(s_reply(f->st, 3, 7, &f->b[7]), 0);
+    assert_int_equal(s_reply_end(f->st, 3), 0);
+    assert_true(s_held(f) == s_expected(3, 8));
+    assert_int_equal(st->state, COLLECTOR_STATE_RECOVERING);
+    assert_int_equal(st->degradations, 1);
+    assert_string_equal(st->why, "history_evicted");
+    /* a restart of the worker is a new base: exact again */
+    assert_int_equal(s_live(f->st, 0, &f->b[0]), 0);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_EXACT);
+    assert_int_equal(st->ghosts, 0);
+}
+
+/* A retry whose replay shows the start of the history gone stops the retries; one that finds
+ * batch 0 (a restart nobody saw) rebuilds an exact state. Failed retries change nothing. */
+static void test_retries(void **state)
+{
+    s_rfx_t *f = *state;
+    collector_stream_set_limits(f->st, &(collector_stream_limits_t){.replay_timeout_ms = 500});
+    assert_int_equal(s_live(f->st, 0, &f->b[0]), 0);
+    assert_int_equal(s_live(f->st, 3, &f->b[3]), 0); /* gap replay from 0 */
+    s_advance(f, 500);                               /* times out */
+    const collector_stream_stats_t *st = collector_stream_stats(f->st);
+    assert_int_equal(st->state, COLLECTOR_STATE_RECOVERING);
+    assert_string_equal(st->why, "replay_timeout");
+    assert_true(s_held(f) == s_expected(3, 3));
+    assert_int_equal(st->retry_at_ms, f->now + 1000);
+    /* while the retry is pending, a gap is not replayed */
+    assert_int_equal(s_live(f->st, 5, &f->b[5]), 0);
     assert_int_equal(f->replay.starts, 1);
-    assert_true(s_held(f) == s_expected(8, 8));
-    assert_int_equal(st->kv_state, COLLECTOR_KV_DEGRADED);
-    /* retries: rebuild replays from 0 with exponential backoff */
-    s_advance(f, 999);
-    assert_int_equal(f->replay.starts, 1);
-    s_advance(f, 1);
+    assert_true(s_held(f) == s_expected(5, 5));
+    s_advance(f, 1000);
     assert_int_equal(f->replay.starts, 2);
     assert_int_equal(f->replay.start_seq, 0);
-    assert_int_equal(st->kv_state, COLLECTOR_KV_DEGRADED); /* still, while it runs */
-    assert_int_equal(s_reply(f->st, 3, 4, &f->b[4]), 0);   /* 0 is gone too */
+    assert_int_equal(st->retries, 1);
+    s_advance(f, 500); /* the retry times out too: nothing changes but the backoff */
     assert_int_equal(st->retry_at_ms, f->now + 2000);
+    assert_true(s_held(f) == s_expected(5, 5));
+    assert_int_equal(st->degradations, 2);
     s_advance(f, 2000);
     assert_int_equal(f->replay.starts, 3);
-    assert_int_equal(s_reply_end(f->st, 3), 0); /* nothing at all: failed as well */
-    assert_int_equal(st->retry_at_ms, f->now + 4000);
-    s_advance(f, 4000);
-    assert_int_equal(f->replay.starts, 4);
-    /* this time the worker's buffer still starts at batch 0 (e.g. it restarted unseen) */
-    assert_int_equal(s_live(f->st, 9, &f->b[9]), 0); /* kept */
-    for (uint64_t i = 0; i <= 9; i++)
+    assert_int_equal(s_reply(f->st, 3, 4, &f->b[4]), 0); /* batch 0 is gone: stop retrying */
+    assert_false(f->replay.running);
+    assert_int_equal(st->retry_at_ms, 0);
+    assert_int_equal(st->state, COLLECTOR_STATE_RECOVERING);
+    assert_true(s_held(f) == s_expected(5, 5));
+    assert_int_equal(s_reply(f->st, 3, 5, &f->b[5]), IPL_E_INVAL); /* stray */
+    /* gaps are replayed again; this one's start is evicted: recovering from what is there */
+    assert_int_equal(s_live(f->st, 8, &f->b[8]), 0);
+    assert_int_equal(f->replay.start_seq, 5);
+    assert_int_equal(s_reply(f->st, 3, 7, &f->b[7]), 0);
+    assert_int_equal(s_reply_end(f->st, 3), 0);
+    assert_true(s_held(f) == s_expected(7, 8));
+    assert_int_equal(st->ghosts, 6); /* batches 0, 3 and 5: every loss adds its blocks */
+    assert_int_equal(st->recover_seq, 7);
+    /* a timed-out gap again, and a retry that finds batch 0: exact */
+    assert_int_equal(s_live(f->st, 10, &f->b[10]), 0);
+    s_advance(f, 500);
+    s_advance(f, 1000);
+    assert_true(f->replay.running);
+    assert_int_equal(f->replay.start_seq, 0);
+    assert_int_equal(s_live(f->st, 11, &f->b[11]), 0); /* kept */
+    for (uint64_t i = 0; i <= 11; i++)
         assert_int_equal(s_reply(f->st, 3, i, &f->b[i]), 0);
     assert_int_equal(s_reply_end(f->st, 3), 0);
     assert_int_equal(st->kv_state, COLLECTOR_KV_EXACT);
+    assert_true(s_held(f) == s_expected(0, 11));
+    assert_int_equal(st->ghosts, 0);
     assert_int_equal(st->retry_at_ms, 0);
-    assert_true(s_held(f) == s_expected(0, 9));
-    assert_int_equal(st->retries, 3);
 }
 
 static void test_replay_timeout_and_refusal(void **state)
@@ -759,7 +825,7 @@ static void test_replay_timeout_and_refusal(void **state)
     s_advance(f, 1);
     assert_false(f->replay.running);
     const collector_stream_stats_t *st = collector_stream_stats(f->st);
-    assert_int_equal(st->kv_state, COLLECTOR_KV_DEGRADED);
+    assert_int_equal(st->state, COLLECTOR_STATE_RECOVERING);
     assert_string_equal(st->why, "replay_timeout");
     assert_true(s_held(f) == s_expected(3, 3));
     /* retries back off 100, 200, 250 (the cap), refused ones included */
@@ -778,10 +844,11 @@ static void test_replay_timeout_and_refusal(void **state)
     assert_int_equal(s_batch_send(&b, f->st, 4), 0);
     assert_int_equal(st->kv_state, COLLECTOR_KV_EXACT);
     assert_int_equal(st->retry_at_ms, 0);
-    /* a gap whose replay cannot even start: DEGRADED at once */
+    /* a gap whose replay cannot even start: RECOVERING at once, a retry scheduled */
     assert_int_equal(s_live(f->st, 6, &f->b[6]), 0);
-    assert_int_equal(st->kv_state, COLLECTOR_KV_DEGRADED);
+    assert_int_equal(st->state, COLLECTOR_STATE_RECOVERING);
     assert_string_equal(st->why, "replay_failed");
+    assert_int_equal(st->retry_at_ms, f->now + 100);
 }
 
 static void test_restarts(void **state)
@@ -843,7 +910,7 @@ static void test_restart_told_by_metrics(void **state)
     assert_true(f->replay.running); /* its history, from 0 */
     assert_int_equal(f->replay.start_seq, 0);
     assert_int_equal(s_reply_end(f->st, 3), 0);
-    assert_int_equal(st->kv_state, COLLECTOR_KV_SYNCING); /* waiting for batch 0 */
+    assert_int_equal(st->kv_state, COLLECTOR_KV_EXACT); /* nothing published yet: empty */
     /* its batch 0 is not taken for yet another restart */
     assert_int_equal(s_live(f->st, 0, &f->b[5]), 0);
     assert_int_equal(st->restarts, 1);
@@ -861,10 +928,10 @@ static void test_restart_during_replay_and_overflow(void **state)
     assert_int_equal(s_live(f->st, 5, &f->b[5]), 0); /* one too many: the replay fails */
     const collector_stream_stats_t *st = collector_stream_stats(f->st);
     assert_false(f->replay.running);
-    assert_int_equal(st->kv_state, COLLECTOR_KV_DEGRADED);
+    assert_int_equal(st->state, COLLECTOR_STATE_RECOVERING);
     assert_string_equal(st->why, "pending_overflow");
     assert_true(s_held(f) == s_expected(3, 5)); /* all three applied, in order */
-    /* a restart ends DEGRADED: batch 0 of the new process is a known base */
+    /* a restart ends RECOVERING: batch 0 of the new process is a known base */
     assert_int_equal(s_live(f->st, 0, &f->b[0]), 0);
     assert_int_equal(st->kv_state, COLLECTOR_KV_EXACT);
     /* restart while a replay runs: the replay is dropped with the old process's batches */
@@ -886,7 +953,7 @@ static void test_bad_replies(void **state)
                                 (const uint8_t *)"d"};
     size_t lens[4] = {1, 1, 1, 1};
     assert_int_equal(collector_stream_replay_reply(f->st, frames, lens, 4), IPL_E_INVAL);
-    assert_int_equal(collector_stream_kv_state(f->st), COLLECTOR_KV_DEGRADED);
+    assert_int_equal(collector_stream_state(f->st), COLLECTOR_STATE_RECOVERING);
     assert_string_equal(collector_stream_stats(f->st)->why, "bad_reply_frames");
     /* a restart, then a replay whose seq frame is not 8 bytes, then one out of order */
     assert_int_equal(s_live(f->st, 0, &f->b[0]), 0);
@@ -905,7 +972,7 @@ static void test_bad_replies(void **state)
     assert_int_equal(s_reply(f->st, 3, 1, &f->b[1]), 0);
     assert_int_equal(s_reply_end(f->st, 3), 0);
     assert_string_equal(collector_stream_stats(f->st)->why, "replay_incomplete");
-    assert_int_equal(collector_stream_kv_state(f->st), COLLECTOR_KV_DEGRADED);
+    assert_int_equal(collector_stream_state(f->st), COLLECTOR_STATE_RECOVERING);
     assert_false(f->replay.running);
 }
 
@@ -922,8 +989,10 @@ static void test_no_replay_endpoint(void **state)
                    &(s_stored_t){.engine = &e, .nblocks = 1, .first_token = 1, .group_idx = -1});
     assert_int_equal(s_batch_send(&b, f->st, 40), 0);
     const collector_stream_stats_t *st = collector_stream_stats(f->st);
-    assert_int_equal(st->kv_state, COLLECTOR_KV_DEGRADED);
+    assert_int_equal(st->state, COLLECTOR_STATE_RECOVERING);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_SYNCING); /* a subset: deciders use it */
     assert_string_equal(st->why, "history_unknown");
+    assert_true(st->has_recover_seq && st->recover_seq == 40);
     assert_int_equal(st->mapped, 1);      /* a fact all the same */
     assert_int_equal(st->retry_at_ms, 0); /* nothing to retry with */
     s_batch_begin(&b, 0);
@@ -932,7 +1001,7 @@ static void test_no_replay_endpoint(void **state)
     s_all_cleared(&b);
     assert_int_equal(s_batch_send(&b, f->st, 42), 0);
     assert_int_equal(st->kv_state, COLLECTOR_KV_EXACT);
-    /* 43..44 lost: DEGRADED, CLEARED */
+    /* 43..44 lost: RECOVERING, CLEARED, the held block kept as a ghost */
     s_batch_begin(&b, 1);
     s_block_stored(&b,
                    &(s_stored_t){.engine = &e, .nblocks = 1, .first_token = 1, .group_idx = -1});
@@ -942,12 +1011,14 @@ static void test_no_replay_endpoint(void **state)
     assert_int_equal(s_batch_send(&b, f->st, 46), 0);
     assert_int_equal(st->gaps, 1);
     assert_int_equal(st->missed_batches, 2);
-    assert_int_equal(st->kv_state, COLLECTOR_KV_DEGRADED);
+    assert_int_equal(st->state, COLLECTOR_STATE_RECOVERING);
     assert_string_equal(st->why, "gap_without_replay");
     assert_int_equal(f->rec.nops, before + 1);
     assert_int_equal(f->rec.ops[before].op, COLLECTOR_OP_CLEARED);
     assert_int_equal(st->mapped, 0);
+    assert_int_equal(st->ghosts, 1);
     assert_int_equal(st->last_seq, 46);
+    assert_int_equal(st->degradations, 2);
 }
 
 static void test_malformed_input(void **state)
@@ -958,11 +1029,12 @@ static void test_malformed_input(void **state)
     /* a sequence frame that is not 8 bytes: dropped, nothing changes */
     assert_int_equal(collector_stream_message(f->st, seq, 7, junk, sizeof junk), IPL_E_INVAL);
     assert_false(collector_stream_stats(f->st)->has_seq);
-    /* an undecodable payload: dropped, its events are lost → DEGRADED (fail closed) */
+    /* an undecodable payload: dropped, its events are lost → RECOVERING (nothing held that
+     * the batch could have removed) */
     int rc = collector_stream_message(f->st, seq, 8, junk, sizeof junk);
     assert_true(rc < 0);
     assert_int_equal(collector_stream_stats(f->st)->decode_errors, 2);
-    assert_int_equal(collector_stream_kv_state(f->st), COLLECTOR_KV_DEGRADED);
+    assert_int_equal(collector_stream_state(f->st), COLLECTOR_STATE_RECOVERING);
     assert_string_equal(collector_stream_stats(f->st)->why, "undecodable_batch");
     assert_int_equal(f->rec.nops, 0);
     seq[7] = 1;
@@ -992,6 +1064,338 @@ static void test_malformed_input(void **state)
     assert_int_equal(f->rec.nops, 0);
 }
 
+/* ---- RECOVERING: ghosts and their promotion ---- */
+
+static void s_send_empty(collector_stream_t *st, uint64_t seq)
+{
+    s_batch_t b;
+    s_batch_begin(&b, 0);
+    assert_int_equal(s_batch_send(&b, st, seq), 0);
+}
+
+static void test_recovery_promotes_ghost_chains(void **state)
+{
+    s_fx_t *f = *state;
+    uint64_t a[5] = {0x11, 0x12, 0x13, 0x14, 0x15}, c = 0x21, d = 0x16, e = 0x17, x = 0x99;
+    uint64_t want[5], wc[1];
+    s_expect(ipl_hash_chain_start(0), 100, 5, want);
+    s_expect(ipl_hash_chain_start(0), 500, 1, wc);
+    s_batch_t b;
+    s_batch_begin(&b, 3);
+    s_block_stored(&b,
+                   &(s_stored_t){.engine = a, .nblocks = 3, .first_token = 100, .group_idx = -1});
+    s_block_stored(
+        &b,
+        &(s_stored_t){
+            .engine = a + 3, .nblocks = 2, .parent = &a[2], .first_token = 148, .group_idx = -1});
+    s_block_stored(&b,
+                   &(s_stored_t){.engine = &c, .nblocks = 1, .first_token = 500, .group_idx = -1});
+    assert_int_equal(s_batch_send(&b, f->st, 0), 0);
+    const collector_stream_stats_t *st = collector_stream_stats(f->st);
+    assert_int_equal(st->mapped, 6);
+    s_send_empty(f->st, 2); /* 1 lost, no replay */
+    assert_int_equal(st->state, COLLECTOR_STATE_RECOVERING);
+    assert_int_equal(st->mapped, 0);
+    assert_int_equal(st->ghosts, 6);
+    assert_int_equal(f->rec.ops[f->rec.nops - 1].op, COLLECTOR_OP_CLEARED);
+
+    /* a request extends the ghost chain: it holds every block of it, so they are cached */
+    int base = f->rec.nops;
+    s_batch_begin(&b, 1);
+    s_block_stored(
+        &b, &(s_stored_t){
+                .engine = &d, .nblocks = 1, .parent = &a[4], .first_token = 180, .group_idx = -1});
+    assert_int_equal(s_batch_send(&b, f->st, 3), 0);
+    assert_int_equal(f->rec.nops, base + 2);
+    s_op_t *o = &f->rec.ops[base];
+    assert_int_equal(o[0].op, COLLECTOR_OP_STORED);
+    assert_int_equal(o[0].n, 5);
+    assert_memory_equal(o[0].hashes, want, sizeof want); /* root first */
+    assert_true(o[0].parent == 0);
+    uint64_t wd[1];
+    s_expect(want[4], 180, 1, wd);
+    assert_int_equal(o[1].n, 1);
+    assert_true(o[1].hashes[0] == wd[0] && o[1].parent == want[4]);
+    assert_int_equal(st->promoted, 5);
+    assert_int_equal(st->mapped, 6);
+    assert_int_equal(st->ghosts, 1);
+
+    /* a ghost's removal drops it silently; an unknown parent is still unknown */
+    base = f->rec.nops;
+    s_batch_begin(&b, 2);
+    s_block_removed(&b, &c, 1);
+    s_block_stored(
+        &b, &(s_stored_t){
+                .engine = &e, .nblocks = 1, .parent = &x, .first_token = 900, .group_idx = -1});
+    assert_int_equal(s_batch_send(&b, f->st, 4), 0);
+    assert_int_equal(f->rec.nops, base);
+    assert_int_equal(st->ghost_removed, 1);
+    assert_int_equal(st->ghosts, 0);
+    assert_int_equal(st->unknown_parents, 1);
+    assert_int_equal(st->state, COLLECTOR_STATE_RECOVERING);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_SYNCING);
+    assert_int_equal(st->recover_seq, 2);
+
+    /* another hole demotes the rebuilt blocks again; a chain's walk stops at a held block */
+    s_send_empty(f->st, 6);
+    assert_int_equal(st->ghosts, 6);
+    s_batch_begin(&b, 1);
+    s_block_stored(&b, &(s_stored_t){.engine = a,
+                                     .nblocks = 1,
+                                     .first_token = 100,
+                                     .group_idx = -1}); /* stored again: held, not a ghost */
+    assert_int_equal(s_batch_send(&b, f->st, 7), 0);
+    assert_int_equal(st->ghosts, 5);
+    base = f->rec.nops;
+    s_batch_begin(&b, 1);
+    s_block_stored(
+        &b, &(s_stored_t){
+                .engine = &e, .nblocks = 1, .parent = &a[2], .first_token = 7000, .group_idx = -1});
+    assert_int_equal(s_batch_send(&b, f->st, 8), 0);
+    assert_int_equal(f->rec.nops, base + 2);
+    o = &f->rec.ops[base];
+    assert_int_equal(o[0].n, 2);
+    assert_true(o[0].hashes[0] == want[1] && o[0].hashes[1] == want[2]);
+    assert_true(o[0].parent == want[0]);
+    assert_int_equal(st->promoted, 7);
+    assert_int_equal(st->ghosts, 3); /* a[3], a[4], d */
+    /* a clear is a known base: exact, ghosts gone */
+    s_batch_begin(&b, 1);
+    s_all_cleared(&b);
+    assert_int_equal(s_batch_send(&b, f->st, 9), 0);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_EXACT);
+    assert_int_equal(st->ghosts, 0);
+}
+
+static void test_ghosts_are_bounded(void **state)
+{
+    s_fx_t *f = *state;
+    collector_stream_set_limits(f->st, &(collector_stream_limits_t){.max_ghosts = 3});
+    uint64_t a[5] = {1, 2, 3, 4, 5}, c[2] = {6, 7};
+    s_batch_t b;
+    s_batch_begin(&b, 1);
+    s_block_stored(&b, &(s_stored_t){.engine = a, .nblocks = 5, .first_token = 1, .group_idx = -1});
+    assert_int_equal(s_batch_send(&b, f->st, 0), 0);
+    s_send_empty(f->st, 2);
+    const collector_stream_stats_t *st = collector_stream_stats(f->st);
+    assert_int_equal(st->ghosts, 5); /* the newest knowledge is kept whole */
+    s_batch_begin(&b, 1);
+    s_block_stored(&b,
+                   &(s_stored_t){.engine = c, .nblocks = 2, .first_token = 100, .group_idx = -1});
+    assert_int_equal(s_batch_send(&b, f->st, 3), 0);
+    s_send_empty(f->st, 5);
+    assert_int_equal(st->ghosts, 2); /* 5 + 2 > 3: the older ones went */
+}
+
+/* Without a replay endpoint, a worker silent since the start is taken as empty. */
+static void test_silent_worker_is_empty(void **state)
+{
+    s_fx_t *f = *state;
+    collector_stream_tick(f->st, 1000);
+    collector_stream_start(f->st);
+    const collector_stream_stats_t *st = collector_stream_stats(f->st);
+    collector_stream_tick(f->st, 5999);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_SYNCING);
+    assert_string_equal(st->why, "waiting_for_batch_0");
+    collector_stream_tick(f->st, 6000);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_EXACT);
+    assert_string_equal(st->why, "no_batch_published");
+    assert_int_equal(st->state_since_ms, 6000);
+    /* its first batch says otherwise: we joined late */
+    s_send_empty(f->st, 3);
+    assert_int_equal(st->state, COLLECTOR_STATE_RECOVERING);
+    assert_string_equal(st->why, "history_unknown");
+    /* batch 0 of it (a restart) is a known base again */
+    s_send_empty(f->st, 0);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_EXACT);
+}
+
+/* ---- checkpoints: images and resumes ---- */
+
+static void s_discard(void *arg, const collector_op_t *op)
+{
+    (void)arg;
+    (void)op;
+}
+
+/* The image of a worker that applied f->b[0..last] (exact). */
+static collector_stream_image_t s_image_of(s_rfx_t *f, uint64_t last)
+{
+    collector_stream_t *src = collector_stream_new("w0", 7, s_discard, NULL);
+    assert_non_null(src);
+    for (uint64_t i = 0; i <= last; i++)
+        assert_int_equal(s_live(src, i, &f->b[i]), 0);
+    collector_stream_image_t img;
+    assert_int_equal(collector_stream_image(src, &img), 0);
+    assert_int_equal(img.flags, COLLECTOR_IMAGE_BASE);
+    assert_int_equal(img.last_seq, last);
+    assert_int_equal(img.nblocks, 2 * (last + 1));
+    assert_int_equal(img.nghosts, 0);
+    assert_int_equal(img.block_size, 16);
+    collector_stream_destroy(&src);
+    return img;
+}
+
+static void test_resume_proven(void **state)
+{
+    s_rfx_t *f = *state;
+    collector_stream_image_t img = s_image_of(f, 3);
+    assert_int_equal(collector_stream_resume(f->st, &img), 0);
+    collector_stream_image_free(&img);
+    assert_int_equal(f->rec.nops, 1); /* CLEARED only: nothing before the proof */
+    assert_int_equal(f->rec.ops[0].op, COLLECTOR_OP_CLEARED);
+    const collector_stream_stats_t *st = collector_stream_stats(f->st);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_SYNCING);
+    assert_string_equal(st->why, "resuming_checkpoint");
+    assert_string_equal(st->resume, "resuming");
+    assert_true(f->replay.running);
+    assert_int_equal(f->replay.start_seq, 3);
+    assert_true(s_held(f) == 0);                         /* not proven: not resent either */
+    assert_int_equal(s_live(f->st, 5, &f->b[5]), 0);     /* kept */
+    assert_int_equal(s_reply(f->st, 3, 3, &f->b[3]), 0); /* the same batch 3: proven */
+    assert_string_equal(st->resume, "proven");
+    assert_int_equal(f->rec.nops, 2);
+    assert_int_equal(f->rec.ops[1].op, COLLECTOR_OP_STORED);
+    assert_int_equal(f->rec.ops[1].n, 8);
+    assert_int_equal(s_reply(f->st, 3, 4, &f->b[4]), 0);
+    assert_int_equal(s_reply_end(f->st, 3), 0);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_EXACT);
+    assert_string_equal(st->why, "checkpoint_resumed");
+    assert_true(s_held(f) == s_expected(0, 5));
+    assert_int_equal(st->degradations, 0);
+}
+
+static void test_resume_continued_or_evicted(void **state)
+{
+    s_rfx_t *f = *state;
+    collector_stream_image_t img = s_image_of(f, 3);
+    assert_int_equal(collector_stream_resume(f->st, &img), 0);
+    /* batch 3 itself is gone but 4 is there: accepted as the continuation (as for a gap) */
+    assert_int_equal(s_reply(f->st, 2, 4, &f->b[4]), 0);
+    assert_int_equal(s_reply_end(f->st, 2), 0);
+    const collector_stream_stats_t *st = collector_stream_stats(f->st);
+    assert_string_equal(st->resume, "continued");
+    assert_int_equal(st->kv_state, COLLECTOR_KV_EXACT);
+    assert_true(s_held(f) == s_expected(0, 4));
+
+    /* a collector down for longer than the worker's buffer: the checkpoint's blocks become
+     * ghosts and the buffered history is applied */
+    s_rec_t rec = {0};
+    collector_stream_t *st2 = collector_stream_new("w0", 9, s_record, &rec);
+    s_replay_t rp = {0};
+    collector_stream_set_replay(st2, s_replay_cb, &rp);
+    assert_int_equal(collector_stream_resume(st2, &img), 0);
+    collector_stream_image_free(&img);
+    assert_int_equal(s_reply(st2, 3, 6, &f->b[6]), 0);
+    assert_int_equal(s_reply(st2, 3, 7, &f->b[7]), 0);
+    assert_int_equal(s_reply_end(st2, 3), 0);
+    const collector_stream_stats_t *s2 = collector_stream_stats(st2);
+    assert_string_equal(s2->resume, "evicted");
+    assert_int_equal(s2->state, COLLECTOR_STATE_RECOVERING);
+    assert_string_equal(s2->why, "history_evicted");
+    assert_int_equal(s2->ghosts, 8);
+    assert_int_equal(s2->mapped, 4);
+    assert_int_equal(s2->retry_at_ms, 0);
+    assert_int_equal(s_count(&rec, COLLECTOR_OP_STORED), 2); /* 6 and 7, not the ghosts */
+    collector_stream_destroy(&st2);
+}
+
+static void test_resume_dropped(void **state)
+{
+    s_rfx_t *f = *state;
+    collector_stream_image_t img = s_image_of(f, 3);
+    /* another process answers with another batch 3: a restart, rebuilt from 0 */
+    assert_int_equal(collector_stream_resume(f->st, &img), 0);
+    assert_int_equal(s_reply(f->st, 3, 3, &f->b[9]), 0);
+    const collector_stream_stats_t *st = collector_stream_stats(f->st);
+    assert_string_equal(st->resume, "restarted");
+    assert_int_equal(st->restarts, 1);
+    assert_int_equal(f->replay.start_seq, 0);
+    assert_int_equal(s_reply(f->st, 3, 0, &f->b[0]), 0);
+    assert_int_equal(s_reply_end(f->st, 3), 0);
+    assert_int_equal(st->kv_state, COLLECTOR_KV_EXACT);
+    assert_true(s_held(f) == s_expected(0, 0));
+
+    /* nothing buffered at or after batch 3: not the process we saw; from 0, nothing either */
+    s_rec_t rec = {0};
+    s_replay_t rp = {0};
+    collector_stream_t *s2 = collector_stream_new("w0", 9, s_record, &rec);
+    collector_stream_set_replay(s2, s_replay_cb, &rp);
+    assert_int_equal(collector_stream_resume(s2, &img), 0);
+    assert_int_equal(s_reply_end(s2, 3), 0);
+    assert_string_equal(collector_stream_stats(s2)->resume, "discarded");
+    assert_true(rp.running);
+    assert_int_equal(rp.start_seq, 0);
+    assert_int_equal(s_reply_end(s2, 3), 0);
+    assert_int_equal(collector_stream_kv_state(s2), COLLECTOR_KV_EXACT);
+    assert_int_equal(collector_stream_stats(s2)->mapped, 0);
+    collector_stream_destroy(&s2);
+
+    /* a live batch at or below the checkpoint's last one: a new process */
+    memset(&rp, 0, sizeof rp);
+    s2 = collector_stream_new("w0", 9, s_record, &rec);
+    collector_stream_set_replay(s2, s_replay_cb, &rp);
+    assert_int_equal(collector_stream_resume(s2, &img), 0);
+    assert_int_equal(s_live(s2, 1, &f->b[1]), 0);
+    assert_string_equal(collector_stream_stats(s2)->resume, "restarted");
+    assert_int_equal(collector_stream_stats(s2)->mapped, 0);
+    collector_stream_destroy(&s2);
+
+    /* the replay endpoint does not answer: not proven; the blocks become ghosts */
+    memset(&rp, 0, sizeof rp);
+    s2 = collector_stream_new("w0", 9, s_record, &rec);
+    collector_stream_set_replay(s2, s_replay_cb, &rp);
+    collector_stream_tick(s2, 100);
+    assert_int_equal(collector_stream_resume(s2, &img), 0);
+    collector_stream_tick(s2, 2100);
+    const collector_stream_stats_t *ss = collector_stream_stats(s2);
+    assert_string_equal(ss->resume, "failed");
+    assert_int_equal(ss->state, COLLECTOR_STATE_RECOVERING);
+    assert_int_equal(ss->ghosts, 8);
+    assert_int_equal(ss->retry_at_ms, 3100);
+    collector_stream_destroy(&s2);
+    collector_stream_image_free(&img);
+}
+
+static void test_resume_without_replay(void **state)
+{
+    s_rfx_t *f = *state;
+    collector_stream_image_t img = s_image_of(f, 3);
+    s_rec_t rec = {0};
+    collector_stream_t *s2 = collector_stream_new("w0", 9, s_record, &rec);
+    assert_int_equal(collector_stream_resume(s2, &img), 0);
+    assert_int_equal(collector_stream_kv_state(s2), COLLECTOR_KV_SYNCING);
+    assert_int_equal(s_live(s2, 4, &f->b[4]), 0); /* the next one: continued */
+    assert_string_equal(collector_stream_stats(s2)->resume, "continued");
+    assert_int_equal(collector_stream_kv_state(s2), COLLECTOR_KV_EXACT);
+    assert_int_equal(collector_stream_stats(s2)->mapped, 10);
+    collector_stream_destroy(&s2);
+    s2 = collector_stream_new("w0", 9, s_record, &rec);
+    assert_int_equal(collector_stream_resume(s2, &img), 0);
+    assert_int_equal(s_live(s2, 6, &f->b[6]), 0); /* a hole after it */
+    const collector_stream_stats_t *ss = collector_stream_stats(s2);
+    assert_string_equal(ss->resume, "failed");
+    assert_int_equal(ss->state, COLLECTOR_STATE_RECOVERING);
+    assert_string_equal(ss->why, "gap_without_replay");
+    assert_int_equal(ss->ghosts, 8);
+    assert_int_equal(ss->mapped, 2);
+    /* its image says so, ghosts included; a flag set that is not an image is refused */
+    collector_stream_image_t again;
+    assert_int_equal(collector_stream_image(s2, &again), 0);
+    assert_int_equal(again.flags, COLLECTOR_IMAGE_RECOVERING);
+    assert_int_equal(again.nghosts, 8);
+    assert_int_equal(again.nblocks, 2);
+    again.flags = COLLECTOR_IMAGE_BASE | COLLECTOR_IMAGE_RECOVERING;
+    assert_int_equal(collector_stream_resume(f->st, &again), IPL_E_INVAL);
+    again.flags = 8;
+    assert_int_equal(collector_stream_resume(f->st, &again), IPL_E_INVAL);
+    collector_stream_image_free(&again);
+    collector_stream_destroy(&s2);
+    collector_stream_image_free(&img);
+    /* nothing applied: nothing to save */
+    assert_int_equal(collector_stream_image(f->st, &again), IPL_E_NOTFOUND);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1010,7 +1414,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gap_replayed_in_order, s_rsetup, s_rteardown),
         cmocka_unit_test_setup_teardown(test_gap_replay_with_empty_payload_end, s_rsetup,
                                         s_rteardown),
-        cmocka_unit_test_setup_teardown(test_gap_replay_evicted_then_retry, s_rsetup, s_rteardown),
+        cmocka_unit_test_setup_teardown(test_gap_replay_evicted_recovers, s_rsetup, s_rteardown),
+        cmocka_unit_test_setup_teardown(test_retries, s_rsetup, s_rteardown),
         cmocka_unit_test_setup_teardown(test_replay_timeout_and_refusal, s_rsetup, s_rteardown),
         cmocka_unit_test_setup_teardown(test_restarts, s_rsetup, s_rteardown),
         cmocka_unit_test_setup_teardown(test_restart_told_by_metrics, s_rsetup, s_rteardown),
@@ -1018,6 +1423,13 @@ int main(void)
                                         s_rteardown),
         cmocka_unit_test_setup_teardown(test_bad_replies, s_rsetup, s_rteardown),
         cmocka_unit_test_setup_teardown(test_malformed_input, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_recovery_promotes_ghost_chains, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_ghosts_are_bounded, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_silent_worker_is_empty, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_resume_proven, s_rsetup, s_rteardown),
+        cmocka_unit_test_setup_teardown(test_resume_continued_or_evicted, s_rsetup, s_rteardown),
+        cmocka_unit_test_setup_teardown(test_resume_dropped, s_rsetup, s_rteardown),
+        cmocka_unit_test_setup_teardown(test_resume_without_replay, s_rsetup, s_rteardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
