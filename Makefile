@@ -198,6 +198,7 @@ FUZZ_EXTRA_fuzz_api_anthropic := $(wildcard libs/api/*.c)
 FUZZ_EXTRA_fuzz_limits := $(wildcard libs/limits/*.c)
 FUZZ_EXTRA_fuzz_bench_trace := $(addprefix tools/inferplane-bench/,bench_trace.c bench_rng.c bench_stream.c)
 FUZZ_EXTRA_fuzz_sse := services/gateway/gateway_sse.c
+FUZZ_EXTRA_fuzz_rewrite := services/gateway/gateway_rewrite.c services/gateway/gateway_sse.c
 FUZZ_EXTRA_fuzz_gateway_request := services/gateway/gateway_api.c $(wildcard libs/api/*.c)
 FUZZ_EXTRA_fuzz_route := libs/decider/decider_http.c common/ipl_httpd.c \
   $(wildcard libs/decision/*.c libs/policy/*.c libs/labels/*.c)

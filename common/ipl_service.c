@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ipl_curve.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
 #include "ipl_signal.h"
@@ -30,6 +31,8 @@ struct ipl_service {
     char *log_level;        /* owned by config */
     char *admin_listen;     /* owned by config; NULL, "" or "off": no admin server */
     char *admin_token_file; /* owned by config; NULL: protected routes on loopback only */
+    char *curve_dir;        /* owned by config; NULL or "": ZeroMQ sockets in clear */
+    bool curve;             /* ipl_curve_setup succeeded: shut down in destroy */
     ipl_metrics_t *metrics;
     ipl_admin_t *admin;
     bool started; /* start succeeded */
@@ -60,6 +63,12 @@ ipl_service_t *ipl_service_new(const char *name, const char *summary,
                    "when it changes): every admin route but /healthz /readyz /metrics /version "
                    "then needs \"Authorization: Bearer TOKEN\". Unset: those routes answer "
                    "loopback clients only (docs/security.md)");
+    ipl_config_add(self->config, "curve-dir", IPL_OPT_STR, &self->curve_dir, NULL,
+                   "directory of the cluster's CURVE certificate (cluster.key, cluster.key_secret; "
+                   "e.g. a mounted Secret; make one with \"inferplanectl curve-keygen DIR\") and "
+                   "of the public certificates allowed to connect: every control-plane ZeroMQ "
+                   "socket is then encrypted and authenticated. Unset: in clear, as before "
+                   "(docs/security.md)");
     return self;
 }
 
@@ -69,6 +78,7 @@ void ipl_service_destroy(ipl_service_t **self_p)
     ipl_service_t *self = *self_p;
     if (!self) return;
     ipl_service_stop(self);
+    if (self->curve) ipl_curve_shutdown(); /* after the service's sockets: see ipl_curve.h */
     ipl_metrics_destroy(&self->metrics);
     ipl_config_destroy(&self->config);
     free(self->name);
@@ -175,6 +185,19 @@ int ipl_service_start(ipl_service_t *self, int argc, char **argv)
         return -1;
     }
     ipl_metrics_add_process(self->metrics, self->name);
+    if (self->curve_dir && *self->curve_dir) { /* before any socket of the service exists */
+        char what[4200], cerr[9000];
+        snprintf(what, sizeof what, "--curve-dir \"%s\" (from %s)", self->curve_dir,
+                 ipl_config_source(self->config, "curve-dir"));
+        if (ipl_curve_setup(self->curve_dir, what, self->metrics, cerr, sizeof cerr) != 0) {
+            fprintf(stderr, "inferplane-%s: %s\n", self->name, cerr);
+            return -1;
+        }
+        self->curve = true;
+    } else {
+        IPL_INFO("curve_off", "hint=\"ZeroMQ sockets in clear: no --curve-dir "
+                              "(docs/security.md)\"");
+    }
     if (s_admin_enabled(self)) {
         self->admin = ipl_admin_new(self->admin_listen, self->name, self->metrics);
         if (!self->admin) {

@@ -10,6 +10,8 @@
  *   --admin-token-file F   the admin token(s) that protected admin routes ask for (ipl_admin:
  *                          everything but /healthz, /readyz, /metrics, /version); unset: those
  *                          routes answer loopback clients only (docs/security.md)
+ *   --curve-dir DIR        CURVE on every control-plane ZeroMQ socket, with the cluster
+ *                          certificate in DIR (ipl_curve; INFERPLANE_CURVE_DIR); unset: clear
  *
  *   int main(int argc, char **argv) {
  *       ipl_service_t *svc = ipl_service_new("exporter", "Prometheus exporter of request

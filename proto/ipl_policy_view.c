@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "ipl_clock.h"
+#include "ipl_curve.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
 
@@ -140,6 +141,7 @@ static void s_actor(zsock_t *pipe, void *arg)
         if (sub) {
             zsock_set_linger(sub, 0);
             zsock_set_subscribe(sub, "");
+            ipl_curve_client(sub); // CURVE with --curve-dir (ipl_curve.h)
             if (zsock_connect(sub, "%s", self->sub_endpoint) != 0) {
                 IPL_ERROR("policy_sub_connect_failed", "endpoint=%s", self->sub_endpoint);
                 zsock_destroy(&sub);
@@ -151,6 +153,7 @@ static void s_actor(zsock_t *pipe, void *arg)
         if (dealer) {
             zsock_set_linger(dealer, 0);
             zsock_set_sndhwm(dealer, 4); // a few outstanding asks are plenty
+            ipl_curve_client(dealer); // CURVE with --curve-dir (ipl_curve.h)
             if (zsock_connect(dealer, "%s", self->req_endpoint) != 0) {
                 IPL_ERROR("policy_req_connect_failed", "endpoint=%s", self->req_endpoint);
                 zsock_destroy(&dealer);

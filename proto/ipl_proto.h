@@ -119,7 +119,11 @@ enum {
     F(X, opt_strs, lora_adapters,                                                                 \
       "spec.loraAdapters of its InferenceWorkerSet: the LoRA adapters it serves, each under its " \
       "own model name (vLLM --lora-modules); a request for one goes to the pool of its worker "  \
-      "set, hashed in the adapter's space (none from policy services that predate it)")
+      "set, hashed in the adapter's space (none from policy services that predate it)")            \
+    F(X, opt_str, node,                                                                            \
+      "Kubernetes node it runs on (the pod's spec.nodeName), for workers the policy service "      \
+      "found through an InferenceWorkerSet's spec.selector; NULL for static workers and from "     \
+      "policy services that predate it. Collectors with --node-name follow these by it")
 
 #define IPL_PROTO_FIELDS_candidate(F, A, X)                                                        \
     F(X, str, worker, "worker name")                                                               \

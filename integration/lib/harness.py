@@ -201,7 +201,7 @@ class Stack:
     routes (/debug/..., the decider's POST /v1/route) then need the token, which
     Proc.admin_headers carries; without one they answer loopback clients, as the tests are."""
 
-    def __init__(self, test=None, admin_token=None, routing_headers=True):
+    def __init__(self, test=None, admin_token=None, routing_headers=True, curve=None):
         self.procs = []
         # Gateways send clients the x-inferplane-worker, -endpoint, -reason, -predicted-ttft-ms
         # and -cached-tokens headers only with --expose-routing-headers (off by default: a
@@ -216,6 +216,19 @@ class Stack:
             self.admin_token_file = os.path.join(self.dir, "admin-token")
             with open(self.admin_token_file, "w") as f:
                 f.write(admin_token + "\n")
+        # curve=True: a cluster certificate (inferplanectl curve-keygen) in the stack's dir,
+        # given to every process but the simulated workers as INFERPLANE_CURVE_DIR
+        # (--curve-dir): their ZeroMQ sockets then use CURVE (docs/security.md). vLLM's
+        # KV-event sockets speak no CURVE, so neither do the sims'.
+        # curve=None: on when INFERPLANE_TEST_CURVE=1 (so a whole suite, or a helper that makes
+        # its own Stack, can run with CURVE on).
+        if curve is None:
+            curve = os.environ.get("INFERPLANE_TEST_CURVE") == "1"
+        self.curve_dir = None
+        if curve:
+            self.curve_dir = os.path.join(self.dir, "curve")
+            subprocess.run([binary("inferplanectl"), "curve-keygen", self.curve_dir],
+                           check=True, capture_output=True, timeout=10)
         if test is not None:
             test.addCleanup(self.stop_all)
 
@@ -234,6 +247,8 @@ class Stack:
         e.setdefault("INFERPLANE_DRAIN_TIMEOUT_MS", "500")
         if admin and self.admin_token_file:  # the env form: also read from --config users
             e["INFERPLANE_ADMIN_TOKEN_FILE"] = self.admin_token_file
+        if self.curve_dir and name != "sim":
+            e["INFERPLANE_CURVE_DIR"] = self.curve_dir
         if name == "gateway" and self.routing_headers:
             e.setdefault("INFERPLANE_EXPOSE_ROUTING_HEADERS", "true")
         e.update(env or {})

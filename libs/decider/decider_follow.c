@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ipl_clock.h"
+#include "ipl_curve.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
 #include "ipl_zmq.h"
@@ -82,6 +83,7 @@ static void s_request_snapshot(decider_follow_t *self)
     zsock_set_linger(self->dealer, 0);
     zsock_set_maxmsgsize(self->dealer, S_MAX_STATE_FRAME);
     zsock_set_rcvhwm(self->dealer, 0); // a snapshot is as long as the state: never drop a part
+    ipl_curve_client(self->dealer); // CURVE with --curve-dir (ipl_curve.h)
     if (zsock_connect(self->dealer, "%s", endpoint) != 0) {
         IPL_LOG_EVERY(10, IPL_LOG_ERROR, "snapshot_connect_failed", "endpoint=%s", endpoint);
         return;
@@ -116,6 +118,7 @@ static int s_follow(decider_follow_t *self)
     zsock_set_linger(self->sub, 0);
     zsock_set_maxmsgsize(self->sub, S_MAX_STATE_FRAME);
     zsock_set_rcvhwm(self->sub, 1000000); // a gap costs a full resync: buffer generously
+    ipl_curve_client(self->sub); // CURVE with --curve-dir (ipl_curve.h)
     zsock_set_subscribe(self->sub, "");
     char monitor[96];
     /* Unique in the process: a closed monitor releases its inproc:// name asynchronously,

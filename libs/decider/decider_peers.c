@@ -16,6 +16,7 @@
 
 #include "decider_ledger.h"
 #include "ipl_clock.h"
+#include "ipl_curve.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
 #include "ipl_zmq.h"
@@ -80,6 +81,7 @@ decider_peers_t *decider_peers_new(const decider_peers_config_t *config, char *e
         }
         zsock_set_linger(self->pub, 0);
         zsock_set_sndhwm(self->pub, 100000);
+        ipl_curve_server(self->pub); /* CURVE with --curve-dir (ipl_curve.h) */
         if (ipl_zmq_bind(zsock_resolve(self->pub), config->pub, "--peer-pub", NULL,
                          "use a free tcp://host:port", err, errlen) != 0) {
             decider_peers_destroy(&self);
@@ -97,6 +99,7 @@ decider_peers_t *decider_peers_new(const decider_peers_config_t *config, char *e
         zsock_set_maxmsgsize(self->sub, S_MAX_FRAME);
         zsock_set_rcvhwm(self->sub, 100000);
         zsock_set_subscribe(self->sub, "");
+        ipl_curve_client(self->sub); /* CURVE with --curve-dir (ipl_curve.h) */
         for (size_t i = 0; i < config->npeers; i++)
             if (zsock_connect(self->sub, "%s", config->peers[i]) != 0) {
                 snprintf(err, errlen,

@@ -24,6 +24,7 @@
 #include "decider_sync.h"
 #include "decider_wire.h"
 #include "ipl_clock.h"
+#include "ipl_curve.h"
 #include "ipl_error.h"
 #include "ipl_hash.h"
 #include "ipl_log.h"
@@ -360,6 +361,7 @@ decider_server_t *decider_server_new(const decider_server_config_t *config, ipl_
     zsock_set_maxmsgsize(self->listen, S_MAX_ROUTE_FRAME);
     zsock_set_sndhwm(self->listen, 100000);
     zsock_set_rcvhwm(self->listen, 100000);
+    ipl_curve_server(self->listen); /* CURVE with --curve-dir (ipl_curve.h) */
     if (s_bind_listen(self, config->listen, err, errlen) != 0) {
         decider_server_destroy(&self);
         return NULL;

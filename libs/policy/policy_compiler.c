@@ -65,6 +65,11 @@ typedef struct {
     policy_target_t pub;
 } s_target_t;
 
+// A worker's Kubernetes node (policy_compiler_set_node), in the arena.
+typedef struct {
+    const char *worker, *node;
+} s_node_t;
+
 typedef struct s_pool {
     const char *name, *model, *strategy;
     s_target_t *targets;
@@ -83,6 +88,8 @@ struct policy_compiler {
     size_t nsets, cap_sets;
     s_pool_t *pools;
     size_t npools, cap_pools;
+    s_node_t *nodes; // sorted by worker in finish
+    size_t nnodes, cap_nodes;
     policy_workerset_t *pub_sets; // finish
     policy_pool_t *pub_pools;
     bool finished;
@@ -465,11 +472,34 @@ void policy_compiler_destroy(policy_compiler_t **self_p)
     free(self->files); // strings are in the arena
     free(self->sets);
     free(self->pools);
+    free(self->nodes);
     free(self->pub_sets);
     free(self->pub_pools);
     policy_yaml_destroy(&self->yaml); // last: every string lives in its arena
     free(self);
     *self_p = NULL;
+}
+
+void policy_compiler_set_node(policy_compiler_t *self, const char *worker, const char *node)
+{
+    if (!worker || !*worker || !node || !*node || self->finished) return;
+    policy_yaml_reserve((void **)&self->nodes, &self->cap_nodes, self->nnodes, sizeof *self->nodes);
+    self->nodes[self->nnodes++] =
+        (s_node_t){policy_yaml_strdup(self->yaml, worker), policy_yaml_strdup(self->yaml, node)};
+}
+
+static int s_node_cmp(const void *a, const void *b)
+{
+    return strcmp(((const s_node_t *)a)->worker, ((const s_node_t *)b)->worker);
+}
+
+// The node recorded for `worker` (NULL: none, a static worker).
+static const char *s_node_of(const policy_compiler_t *self, const char *worker)
+{
+    s_node_t key = {.worker = worker};
+    const s_node_t *n =
+        self->nnodes ? bsearch(&key, self->nodes, self->nnodes, sizeof key, s_node_cmp) : NULL;
+    return n ? n->node : NULL;
 }
 
 int policy_compiler_add_string(policy_compiler_t *self, const char *name, const char *yaml,
@@ -1010,6 +1040,7 @@ int policy_compiler_finish(policy_compiler_t *self, const char *source)
     self->finished = true;
     if (self->nsets) qsort(self->sets, self->nsets, sizeof *self->sets, s_set_cmp);
     if (self->npools) qsort(self->pools, self->npools, sizeof *self->pools, s_pool_cmp);
+    if (self->nnodes) qsort(self->nodes, self->nnodes, sizeof *self->nodes, s_node_cmp);
     s_check_names(self);
     policy_remote_finish(self->remote);
     s_check_pools(self);
@@ -1055,6 +1086,7 @@ int policy_compiler_finish(policy_compiler_t *self, const char *source)
                 .messages_api = set->pub.messages_api,
                 .lora_adapters = (char **)set->pub.lora_adapters,
                 .lora_adapters_len = (uint32_t)set->pub.nlora_adapters,
+                .node = (char *)s_node_of(self, wk->name),
             };
         }
     }

@@ -74,6 +74,13 @@ int policy_compiler_add_dir(policy_compiler_t *self, const char *dir);
  * and ConfigMaps' hidden files). */
 bool policy_compiler_is_policy_file(const char *name);
 
+/* Records the Kubernetes node a worker runs on (ipl_worker_t.node): policy_kube calls it for
+ * each pod an InferenceWorkerSet's spec.selector picks, so that collectors can follow the
+ * workers of their own node. There is no YAML field for it: static workers have no node.
+ * A name no compiled worker has is ignored; NULL or "" records nothing; give each name once
+ * (of two calls for one name, either may be used). Strings are copied. Call before finish. */
+void policy_compiler_set_node(policy_compiler_t *self, const char *worker, const char *node);
+
 /* Cross-resource checks and compilation. `source` becomes policy.source (copied; may be NULL).
  * Returns the total number of errors (0: the policy is available). Call once. */
 int policy_compiler_finish(policy_compiler_t *self, const char *source);

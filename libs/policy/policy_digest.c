@@ -89,6 +89,7 @@ static void s_workers(cJSON *root, const ipl_policy_t *p)
             cJSON_AddItemToObject(o, "lora_adapters",
                                   cJSON_CreateStringArray((const char *const *)w->lora_adapters,
                                                           (int)w->lora_adapters_len));
+        if (w->node) cJSON_AddStringToObject(o, "node", w->node); // selector-discovered only
         cJSON_AddItemToArray(workers, o);
     }
 }

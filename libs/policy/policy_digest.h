@@ -41,7 +41,8 @@ const char *policy_digest_hex(uint64_t hash, char buf[POLICY_DIGEST_HEX_LEN]);
  *    "pools":   [{"name", "model", "strategy", "ttft_slo_ms", "workers": [worker names],
  *                 "targets": [{"kind", "name", "role", "weight"}]}],
  *    "workers": [{"name", "pool", "model", "url", "kv_endpoint", "replay_endpoint",
- *                 "metrics_url", "block_size", "worker_set"}],
+ *                 "metrics_url", "block_size", "worker_set", "lora_adapters"?, "node"?}],
+ *                 (lora_adapters and node only when set; node: the pod's Kubernetes node)
  *    "backends": [...], "providers": [...], "provider_models": [...], "pool_targets": [...],
  *    "rules": [...], "aliases": [...], "alias_targets": [...], "limits": [...]}
  *

@@ -477,8 +477,9 @@ static void test_optional_fields_may_be_absent(void **state)
     assert_true(with_optional >= 4); /* KV_EVENT, LOAD, SNAPSHOT_END: incarnation; ROUTE_REP */
 }
 
-/* Packs a POLICY whose one worker element carries its first `nfields` fields. */
-static void s_pack_policy_worker(msgpack_sbuffer *buf, size_t nfields)
+/* Packs a POLICY whose one worker element has `nfields` fields, of which the first `npacked`
+ * are packed here (strings: the field's name; u64: 16); the caller appends the rest. */
+static void s_pack_policy_worker_part(msgpack_sbuffer *buf, size_t nfields, size_t npacked)
 {
     size_t nf;
     const ipl_proto_struct_t *const *structs = ipl_proto_structs(&nf);
@@ -491,7 +492,7 @@ static void s_pack_policy_worker(msgpack_sbuffer *buf, size_t nfields)
     msgpack_pack_array(&pk, 0);                /* pools */
     msgpack_pack_array(&pk, 1);                /* workers */
     msgpack_pack_array(&pk, nfields);
-    for (size_t i = 0; i < nfields; i++) {
+    for (size_t i = 0; i < npacked; i++) {
         const ipl_proto_field_t *f = &worker->fields[i];
         if (f->type == IPL_FT_U64) {
             msgpack_pack_uint64(&pk, 16);
@@ -501,6 +502,12 @@ static void s_pack_policy_worker(msgpack_sbuffer *buf, size_t nfields)
             msgpack_pack_array(&pk, 1);
         msgpack_pack_str_with_body(&pk, f->name, strlen(f->name));
     }
+}
+
+/* Packs a POLICY whose one worker element carries its first `nfields` fields. */
+static void s_pack_policy_worker(msgpack_sbuffer *buf, size_t nfields)
+{
+    s_pack_policy_worker_part(buf, nfields, nfields);
 }
 
 /* Struct elements gain fields the same way: a worker element from a policy service that
@@ -558,6 +565,77 @@ static void test_optional_struct_fields_may_be_absent(void **state)
     assert_int_equal(ipl_msg_encode(IPL_MSG_POLICY, &p, &buf), IPL_OK);
     assert_int_equal(ipl_msg_decode(buf.data, buf.size, &out), IPL_OK);
     assert_string_equal(out.u.policy.workers[0].worker_set, "sims");
+    ipl_msg_clear(&out);
+    msgpack_sbuffer_destroy(&buf);
+}
+
+/* The worker's node (opt_str, the last field; policy_kube sets it from a pod's spec.nodeName):
+ * absent in a frame from a policy service that predates it (NULL), round-trips when set,
+ * and a wrong type or an oversized string there is rejected. */
+static void test_worker_node_field(void **state)
+{
+    (void)state;
+    size_t ns;
+    const ipl_proto_struct_t *worker = ipl_proto_structs(&ns)[1];
+    const ipl_proto_field_t *last = &worker->fields[worker->nfields - 1];
+    assert_string_equal(last->name, "node");
+    assert_int_equal(last->type, IPL_FT_STR);
+    assert_true(last->optional);
+
+    ipl_msg_t out;
+    msgpack_sbuffer buf;
+    msgpack_sbuffer_init(&buf);
+    s_pack_policy_worker(&buf, worker->nfields - 1); /* a sender that predates it */
+    assert_int_equal(ipl_msg_decode(buf.data, buf.size, &out), IPL_OK);
+    assert_null(out.u.policy.workers[0].node);
+    assert_string_equal(out.u.policy.workers[0].lora_adapters[0], "lora_adapters");
+    ipl_msg_clear(&out);
+
+    msgpack_sbuffer_clear(&buf);
+    s_pack_policy_worker(&buf, worker->nfields);
+    assert_int_equal(ipl_msg_decode(buf.data, buf.size, &out), IPL_OK);
+    assert_string_equal(out.u.policy.workers[0].node, "node");
+    ipl_msg_clear(&out);
+
+    /* malformed: a number, an array, a string beyond the limit in its place */
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
+    msgpack_sbuffer_clear(&buf);
+    s_pack_policy_worker_part(&buf, worker->nfields, worker->nfields - 1);
+    msgpack_pack_uint64(&pk, 7);
+    assert_int_equal(ipl_msg_decode(buf.data, buf.size, &out), IPL_E_TYPE);
+    assert_null(out.arena);
+    msgpack_sbuffer_clear(&buf);
+    s_pack_policy_worker_part(&buf, worker->nfields, worker->nfields - 1);
+    msgpack_pack_array(&pk, 0);
+    assert_int_equal(ipl_msg_decode(buf.data, buf.size, &out), IPL_E_TYPE);
+    assert_null(out.arena);
+    char *huge = malloc(IPL_PROTO_MAX_STR + 1);
+    assert_non_null(huge);
+    memset(huge, 'n', IPL_PROTO_MAX_STR + 1);
+    msgpack_sbuffer_clear(&buf);
+    s_pack_policy_worker_part(&buf, worker->nfields, worker->nfields - 1);
+    msgpack_pack_str_with_body(&pk, huge, IPL_PROTO_MAX_STR + 1);
+    assert_int_equal(ipl_msg_decode(buf.data, buf.size, &out), IPL_E_RANGE);
+    assert_null(out.arena);
+    /* and cut short inside it: truncated */
+    assert_true(ipl_msg_decode(buf.data, buf.size - 1, &out) < 0);
+    assert_null(out.arena);
+    free(huge);
+
+    /* the encoder writes it: a round trip keeps it, and NULL stays NULL */
+    ipl_worker_t w[2] = {{.name = "w0", .pool = "chat", .model = "m", .url = "http://w0",
+                          .kv_endpoint = "", .replay_endpoint = "", .metrics_url = "",
+                          .block_size = 16, .node = "gpu-node-1"},
+                         {.name = "w1", .pool = "chat", .model = "m", .url = "http://w1",
+                          .kv_endpoint = "", .replay_endpoint = "", .metrics_url = "",
+                          .block_size = 16}};
+    ipl_policy_t p = {.version = 1, .source = "s", .workers = w, .workers_len = 2};
+    msgpack_sbuffer_clear(&buf);
+    assert_int_equal(ipl_msg_encode(IPL_MSG_POLICY, &p, &buf), IPL_OK);
+    assert_int_equal(ipl_msg_decode(buf.data, buf.size, &out), IPL_OK);
+    assert_string_equal(out.u.policy.workers[0].node, "gpu-node-1");
+    assert_null(out.u.policy.workers[1].node);
     ipl_msg_clear(&out);
     msgpack_sbuffer_destroy(&buf);
 }
@@ -637,6 +715,7 @@ int main(void)
         cmocka_unit_test(test_extra_trailing_fields_are_ignored),
         cmocka_unit_test(test_optional_fields_may_be_absent),
         cmocka_unit_test(test_optional_struct_fields_may_be_absent),
+        cmocka_unit_test(test_worker_node_field),
         cmocka_unit_test(test_policy_hash_field),
         cmocka_unit_test(test_oversized_values_are_rejected),
         cmocka_unit_test(test_route_reply_with_candidates),

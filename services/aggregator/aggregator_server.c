@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "ipl_clock.h"
+#include "ipl_curve.h"
 #include "ipl_drops.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
@@ -136,6 +137,7 @@ static zsock_t *s_bind(int type, const char *endpoint, const char *flag, char *e
     zsock_set_rcvhwm(sock, S_HWM);
     if (type == ZMQ_ROUTER)
         zsock_set_router_mandatory(sock, 1); /* a gone peer is an error, not a silent drop */
+    ipl_curve_server(sock); /* CURVE with --curve-dir (ipl_curve.h) */
     if (ipl_zmq_bind(zsock_resolve(sock), endpoint, flag, NULL, "use a free tcp://host:port", err,
                      errlen) != 0)
         zsock_destroy(&sock);

@@ -99,7 +99,7 @@ struct collector_node {
     bool have_list;
     ipl_policy_view_t *policy;
     uint64_t policy_version;
-    char *prefix;
+    char *prefix, *node_name; /* NULL: not given */
     uint64_t interval_ms;
     uint64_t next_scrape_ms, next_policy_ms;
     collector_scrape_t *scrape;
@@ -677,7 +677,15 @@ static void s_reconcile(collector_node_t *self, const collector_worker_spec_t *s
     pthread_mutex_unlock(&self->lock);
 }
 
-/* Policy mode: applies a new policy version's workers (filtered by the prefix). */
+bool collector_node_follows(const ipl_worker_t *w, const char *prefix, const char *node_name)
+{
+    bool by_node = node_name && *node_name, by_prefix = prefix && *prefix;
+    if (by_node && w->node && *w->node) return strcmp(w->node, node_name) == 0;
+    if (by_prefix) return w->name && strncmp(w->name, prefix, strlen(prefix)) == 0;
+    return !by_node;
+}
+
+/* Policy mode: applies a new policy version's workers (collector_node_follows). */
 static void s_check_policy(collector_node_t *self)
 {
     if (!self->policy || ipl_policy_view_version(self->policy) == self->policy_version) return;
@@ -689,7 +697,7 @@ static void s_check_policy(collector_node_t *self)
     for (uint32_t i = 0; specs && i < pol->workers_len; i++) {
         const ipl_worker_t *pw = &pol->workers[i];
         if (!pw->name || !*pw->name || !pw->url ||
-            (self->prefix && strncmp(pw->name, self->prefix, strlen(self->prefix)) != 0))
+            !collector_node_follows(pw, self->prefix, self->node_name))
             continue;
         collector_worker_spec_t *s = &specs[n];
         s->name = strdup(pw->name);
@@ -1141,6 +1149,7 @@ collector_node_t *collector_node_new(const collector_config_t *config, ipl_metri
     }
     if (config->worker_prefix && *config->worker_prefix)
         self->prefix = strdup(config->worker_prefix);
+    if (config->node_name && *config->node_name) self->node_name = strdup(config->node_name);
     if (config->workers && *config->workers) {
         collector_worker_spec_t *specs;
         size_t n;
@@ -1183,6 +1192,7 @@ void collector_node_destroy(collector_node_t **self_p)
     collector_upstream_destroy(&self->upstream);
     free(self->resend_buf);
     free(self->prefix);
+    free(self->node_name);
     free(self->items);
     free(self->ckpt_dir);
     pthread_mutex_destroy(&self->lock);

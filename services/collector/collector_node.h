@@ -1,7 +1,8 @@
 /*
  * collector_node — everything one collector does for the workers of its node, in one loop:
  *
- *   policy (ipl_policy_view, filtered by --worker-prefix)  or  --workers static list
+ *   policy (ipl_policy_view, filtered by --node-name and --worker-prefix: collector_node_follows)
+ *   or  --workers static list
  *        │ worker set (reconciled on every policy change)
  *        ▼
  *   per worker: SUB ── vLLM KV events ──► collector_stream ──► KV_EVENT ─┐
@@ -71,12 +72,25 @@ typedef struct {
     const char *policy_sub;         /* policy PUB endpoint (policy mode) */
     const char *policy_req;         /* policy ROUTER endpoint (policy mode) */
     const char *worker_prefix;      /* policy mode: only workers whose name starts with it */
+    const char *node_name;          /* policy mode: only workers on this Kubernetes node */
     int64_t scrape_interval_ms;     /* /metrics period (<= 0: 100) */
     const char *checkpoint_dir;     /* NULL/"": no checkpoints */
     int64_t checkpoint_interval_ms; /* (<= 0: 2000) */
 } collector_config_t;
 
 typedef struct collector_node collector_node_t;
+
+/* Whether a collector given --worker-prefix `prefix` and --node-name `node_name` (NULL or "":
+ * not given) follows policy worker `w`:
+ *   neither given          every worker;
+ *   only the prefix        workers whose name starts with it;
+ *   only the node name     workers whose node (ipl_worker_t.node: the pod's spec.nodeName, set
+ *                          for workers found through a selector) is it; none without a node;
+ *   both                   a worker with a node by its node alone (the prefix is a stand-in for
+ *                          a node the policy does not know), one without a node by the prefix.
+ * So that with the chart's --node-name=$(NODE_NAME) and --worker-prefix=$(NODE_NAME)- each
+ * worker, discovered or static, has exactly one collector. */
+bool collector_node_follows(const ipl_worker_t *w, const char *prefix, const char *node_name);
 
 /* The KV_EVENT a stream operation of `worker` becomes on the wire to the aggregators (seq 0).
  * Borrows op's hashes and the name: valid while both are. */

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ipl_curve.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
 #include "ipl_proto.h"
@@ -57,6 +58,7 @@ static int s_open(collector_upstream_t *self, s_agg_t *a, char *err, size_t errl
     }
     zsock_set_linger(a->push, 0);
     zsock_set_sndhwm(a->push, 100000);
+    ipl_curve_client(a->push); /* CURVE with --curve-dir (ipl_curve.h); workers stay plain */
     char addr[96];
     snprintf(addr, sizeof addr, "inproc://ipl-collector-upstream-%p-%zu", (void *)self,
              (size_t)(a - self->aggs));

@@ -12,7 +12,7 @@
 int main(int argc, char **argv)
 {
     char *aggregators = NULL, *workers = NULL, *policy_sub = NULL, *policy_req = NULL;
-    char *prefix = NULL, *checkpoint_dir = NULL;
+    char *prefix = NULL, *node_name = NULL, *checkpoint_dir = NULL;
     int64_t interval_ms = 100, checkpoint_ms = 2000;
     ipl_service_t *svc = ipl_service_new(
         "collector",
@@ -31,7 +31,12 @@ int main(int argc, char **argv)
                    "static worker list instead of the policy's: "
                    "name=url|kv_endpoint[|replay_endpoint], comma-separated");
     ipl_config_add(cfg, "worker-prefix", IPL_OPT_STR, &prefix, NULL,
-                   "collect only the policy's workers whose name starts with this");
+                   "collect only the policy's workers whose name starts with this (with "
+                   "--node-name: of those without a node)");
+    ipl_config_add(cfg, "node-name", IPL_OPT_STR, &node_name, NULL,
+                   "collect only the policy's workers on this Kubernetes node (the pods an "
+                   "InferenceWorkerSet selector found, by their spec.nodeName); workers without "
+                   "a node only when --worker-prefix matches them");
     ipl_config_add(cfg, "scrape-interval-ms", IPL_OPT_INT, &interval_ms, "100",
                    "period of the workers' /metrics scrapes");
     ipl_config_range(cfg, "scrape-interval-ms", 10, 600000);
@@ -51,6 +56,7 @@ int main(int argc, char **argv)
                              .policy_sub = policy_sub,
                              .policy_req = policy_req,
                              .worker_prefix = prefix,
+                             .node_name = node_name,
                              .scrape_interval_ms = interval_ms,
                              .checkpoint_dir = checkpoint_dir,
                              .checkpoint_interval_ms = checkpoint_ms};

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "ipl_curve.h"
 #include "ipl_log.h"
 #include "ipl_loop.h"
 #include "ipl_zmq.h"
@@ -32,6 +33,7 @@ exporter_server_t *exporter_server_new(const exporter_server_config_t *config,
     zsock_set_linger(self->pull, 0);
     zsock_set_maxmsgsize(self->pull, S_MAX_FRAME);
     zsock_set_rcvhwm(self->pull, 100000);
+    ipl_curve_server(self->pull); /* CURVE with --curve-dir (ipl_curve.h) */
     if (ipl_zmq_bind(zsock_resolve(self->pull), config->pull, "--pull",
                      config->pull_source ? config->pull_source : "config",
                      "use a free tcp://host:port", err, errlen) != 0) {

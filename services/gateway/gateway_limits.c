@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ipl_clock.h"
+#include "ipl_curve.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
 #include "ipl_proto.h"
@@ -193,6 +194,7 @@ static zsock_t *s_socket(int type, char *err, size_t errlen)
     }
     zsock_set_linger(sock, 0);
     if (type == ZMQ_PUB) zsock_set_sndhwm(sock, 100);
+    type == ZMQ_PUB ? ipl_curve_server(sock) : ipl_curve_client(sock); /* ipl_curve.h */
     if (type == ZMQ_SUB) {
         zsock_set_rcvhwm(sock, 1000);
         zsock_set_subscribe(sock, "");

@@ -267,11 +267,17 @@ static void s_json_feed(gateway_rewrite_t *self, const char *data, size_t len)
         s_out(self, data, len);
         return;
     }
-    if (!s_hold(self, data, len)) {
-        s_out(self, self->held, self->hlen);
-        s_out(self, data, len);
-        self->hlen = 0;
-        self->passing = true;
+    if (self->hlen + len > self->max || !s_hold(self, data, len)) {
+        /* the bound: judged on its first max bytes however the body was cut (s_json_try
+         * rewrites a model that lies wholly inside them), the rest passes */
+        size_t fill = self->max > self->hlen ? self->max - self->hlen : 0;
+        if (fill > len) fill = len;
+        if (!s_reserve(&self->held, &self->hcap, self->hlen + fill)) fill = 0;
+        memcpy(self->held + self->hlen, data, fill);
+        self->hlen += fill;
+        self->stats.overlong++;
+        s_json_try(self, true);
+        s_out(self, data + fill, len - fill);
         return;
     }
     s_json_try(self, false);
@@ -293,6 +299,53 @@ static void s_line(gateway_rewrite_t *self, const char *line, size_t len)
     s_out(self, line, len);
 }
 
+/* The first `n` (= max) bytes of a line longer than the bound: its model is rewritten when it
+ * lies wholly inside them. A line held up to the bound and one that came whole are judged on
+ * the same bytes, so where TCP cut a line changes nothing (fuzz/fuzz_rewrite). */
+static void s_head(gateway_rewrite_t *self, const char *head, size_t n)
+{
+    self->stats.overlong++;
+    if (n > 5 && !memcmp(head, "data:", 5)) {
+        size_t p = head[5] == ' ' ? 6 : 5;
+        size_t start = 0, end = 0;
+        if (n > p && gateway_rewrite_model_span(head + p, n - p, &start, &end) > 0) {
+            s_out_replaced(self, head, n, p + start, p + end);
+            return;
+        }
+    }
+    s_out(self, head, n);
+}
+
+/* A complete line that came in one piece. */
+static void s_line_bounded(gateway_rewrite_t *self, const char *line, size_t len)
+{
+    if (len <= self->max) {
+        s_line(self, line, len);
+        return;
+    }
+    s_head(self, line, self->max);
+    s_out(self, line + self->max, len - self->max);
+}
+
+/* The held start of a line plus `n` more of its bytes pass the bound: the held part is filled
+ * up to it and judged (s_head), the rest goes as it came; nothing stays held. */
+static void s_overflow(gateway_rewrite_t *self, const char *data, size_t n)
+{
+    size_t fill = self->max > self->hlen ? self->max - self->hlen : 0;
+    if (fill > n) fill = n;
+    if (s_reserve(&self->held, &self->hcap, self->hlen + fill)) {
+        memcpy(self->held + self->hlen, data, fill);
+        self->hlen += fill;
+        s_head(self, self->held, self->hlen);
+    } else { /* out of memory: what is held passes unchanged */
+        self->stats.overlong++;
+        s_out(self, self->held, self->hlen);
+        fill = 0;
+    }
+    s_out(self, data + fill, n - fill);
+    self->hlen = 0;
+}
+
 static void s_stream_feed(gateway_rewrite_t *self, const char *data, size_t len)
 {
     size_t pos = 0;
@@ -307,24 +360,22 @@ static void s_stream_feed(gateway_rewrite_t *self, const char *data, size_t len)
             continue;
         }
         if (t == len) { /* an unfinished line: hold it */
-            if (!s_hold(self, data + pos, len - pos)) {
-                s_out(self, self->held, self->hlen);
-                s_out(self, data + pos, len - pos);
-                self->hlen = 0;
-                self->passing = true;
+            if (self->hlen + (len - pos) <= self->max) {
+                if (s_hold(self, data + pos, len - pos)) return;
             }
+            s_overflow(self, data + pos, len - pos);
+            self->passing = true;
             return;
         }
         if (self->hlen) {
-            if (s_hold(self, data + pos, t - pos)) {
+            if (self->hlen + (t - pos) <= self->max && s_hold(self, data + pos, t - pos)) {
                 s_line(self, self->held, self->hlen);
+                self->hlen = 0;
             } else {
-                s_out(self, self->held, self->hlen);
-                s_out(self, data + pos, t - pos);
+                s_overflow(self, data + pos, t - pos);
             }
-            self->hlen = 0;
         } else {
-            s_line(self, data + pos, t - pos);
+            s_line_bounded(self, data + pos, t - pos);
         }
         s_out(self, data + t, 1); /* the terminator, as it came */
         pos = t + 1;

@@ -22,6 +22,7 @@
 #include "decider_backup.h"
 #include "ipl_clock.h"
 #include "ipl_cond.h"
+#include "ipl_curve.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
 #include "ipl_metrics.h"
@@ -255,6 +256,7 @@ static s_sock_t *s_take(gateway_route_t *self, s_decider_t *d, uint64_t deadline
         /* queue only to a completed connection: a dead decider is seen at once, not after a
          * whole timeout with the question stuck in a queue to nobody */
         zsock_set_immediate(s->sock, 1);
+        ipl_curve_client(s->sock); /* CURVE with --curve-dir (ipl_curve.h) */
         if (zsock_connect(s->sock, "%s", d->endpoint) == 0) {
             pthread_mutex_lock(&self->lock);
             s->id = ++self->last_conn;

@@ -50,6 +50,7 @@
 #include "gateway_trailer.h"
 #include "gateway_verdict.h"
 #include "ipl_clock.h"
+#include "ipl_curve.h"
 #include "ipl_error.h"
 #include "ipl_httpd.h"
 #include "ipl_log.h"
@@ -1359,6 +1360,7 @@ gateway_server_t *gateway_server_new(const gateway_server_config_t *cfg, ipl_met
         if (srv->push) {
             zsock_set_linger(srv->push, 0);
             zsock_set_sndhwm(srv->push, 10000);
+            ipl_curve_client(srv->push); /* CURVE with --curve-dir (ipl_curve.h) */
         }
         if (!srv->push || zsock_connect(srv->push, "%s", srv->exporter) < 0) {
             snprintf(err, errlen, "cannot connect to --exporter \"%s\": use tcp://host:port",

@@ -106,6 +106,8 @@ struct policy_kube_set {
     size_t n;
     char **docs, **texts;
     int64_t *generations;
+    char **node_workers, **nodes; // the node of each selected pod's worker (nnodes, cap)
+    size_t nnodes, cap_nodes;
 };
 
 struct policy_kube {
@@ -372,9 +374,15 @@ void policy_kube_set_destroy(policy_kube_set_t **set_p)
         free(set->docs[i]);
         free(set->texts[i]);
     }
+    for (size_t i = 0; i < set->nnodes; i++) {
+        free(set->node_workers[i]);
+        free(set->nodes[i]);
+    }
     free(set->docs);
     free(set->texts);
     free(set->generations);
+    free(set->node_workers);
+    free(set->nodes);
     free(set);
     *set_p = NULL;
 }
@@ -389,10 +397,12 @@ int policy_kube_set_add_to(const policy_kube_set_t *set, policy_compiler_t *c)
     int errors = 0;
     for (size_t i = 0; i < set->n; i++)
         errors += policy_compiler_add_string(c, set->docs[i], set->texts[i], strlen(set->texts[i]));
+    for (size_t i = 0; i < set->nnodes; i++)
+        policy_compiler_set_node(c, set->node_workers[i], set->nodes[i]);
     return errors;
 }
 
-static char *s_expand(const s_obj_t *set, const s_obj_t *objs, size_t n);
+static char *s_expand(const s_obj_t *set, const s_obj_t *objs, size_t n, policy_kube_set_t *out);
 
 static int s_obj_cmp(const void *a, const void *b)
 {
@@ -413,7 +423,8 @@ static policy_kube_set_t *s_snapshot(policy_kube_t *self)
     for (size_t i = 0; i < self->nobjs; i++) {
         const s_obj_t *o = &self->objs[i];
         if (!s_kinds[o->kind].compiled) continue;
-        char *expanded = o->kind == S_KIND_WORKERSET ? s_expand(o, self->objs, self->nobjs) : NULL;
+        char *expanded =
+            o->kind == S_KIND_WORKERSET ? s_expand(o, self->objs, self->nobjs, set) : NULL;
         set->docs[k] = s_strdup(o->doc);
         set->texts[k] = expanded ? expanded : s_strdup(o->text);
         set->generations[k] = o->generation;
@@ -490,7 +501,8 @@ static void s_doc_name(char *buf, size_t size, const char *kind, const char *ns,
 
 // ---- pods and selectors ----------------------------------------------------------------------
 
-// What of a pod matters to the policy: {labels, ip (only when it serves), ports {name: number}}.
+// What of a pod matters to the policy: {labels, ip (only when it serves), ports {name: number},
+// node (spec.nodeName, once scheduled)}.
 static cJSON *s_pod_summary(const cJSON *pod)
 {
     cJSON *sum = cJSON_CreateObject();
@@ -510,6 +522,8 @@ static cJSON *s_pod_summary(const cJSON *pod)
     bool serving =
         phase && !strcmp(phase, "Running") && ip && *ip && (!ready || (rs && !strcmp(rs, "True")));
     if (serving) cJSON_AddStringToObject(sum, "ip", ip);
+    const char *node = s_str(cJSON_GetObjectItemCaseSensitive(pod, "spec"), "nodeName");
+    if (node && *node) cJSON_AddStringToObject(sum, "node", node);
     cJSON *ports = cJSON_AddObjectToObject(sum, "ports");
     const cJSON *ct, *pt;
     cJSON_ArrayForEach(ct, cJSON_GetObjectItemCaseSensitive(
@@ -566,9 +580,27 @@ static int64_t s_pod_port(const cJSON *ports, const char *which, const cJSON *po
     return 0;
 }
 
+// Records in `out` that the worker of pod `name` runs on `node` (policy_compiler_set_node).
+static void s_add_node(policy_kube_set_t *out, const char *name, const char *node)
+{
+    if (out->nnodes == out->cap_nodes) {
+        size_t cap = out->cap_nodes ? 2 * out->cap_nodes : 16;
+        char **w = realloc(out->node_workers, cap * sizeof *w);
+        if (!w) abort();
+        out->node_workers = w;
+        char **nd = realloc(out->nodes, cap * sizeof *nd);
+        if (!nd) abort();
+        out->nodes = nd;
+        out->cap_nodes = cap;
+    }
+    out->node_workers[out->nnodes] = s_strdup(name);
+    out->nodes[out->nnodes++] = s_strdup(node);
+}
+
 // A worker set's document with the pods its selector picks appended to spec.workers (in pod
 // name order), or NULL when it has no selector. Pods are {doc, summary} of its namespace.
-static char *s_expand(const s_obj_t *set, const s_obj_t *objs, size_t n)
+// The node of each pod picked (when it has one) goes to `out`: YAML has no field for it.
+static char *s_expand(const s_obj_t *set, const s_obj_t *objs, size_t n, policy_kube_set_t *out)
 {
     cJSON *root = cJSON_Parse(set->text);
     cJSON *spec = cJSON_GetObjectItemCaseSensitive(root, "spec");
@@ -615,6 +647,8 @@ static char *s_expand(const s_obj_t *set, const s_obj_t *objs, size_t n)
                 cJSON_AddStringToObject(w, "metrics", buf);
             }
             cJSON_AddItemToArray(workers, w);
+            const char *node = s_str(sum, "node");
+            if (node) s_add_node(out, o->name, node);
         }
         cJSON_Delete(sum);
     }

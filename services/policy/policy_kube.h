@@ -19,12 +19,14 @@
  * line). Pods are followed too but not compiled: an InferenceWorkerSet with spec.selector gets
  * the serving pods it selects (Running, an IP, Ready unless absent) appended to spec.workers
  * (name: the pod's; url/kvEvents/replay/metrics from the pod IP and spec.ports, a number or a
- * container port name) before it is compiled. A kind whose CRD is not installed (404)
+ * container port name) before it is compiled, and each such worker carries its pod's
+ * spec.nodeName (ipl_worker_t.node, policy_compiler_set_node: collectors with --node-name
+ * follow the workers of their node). A kind whose CRD is not installed (404)
  * counts as empty and is listed again every backoff maximum. The first object set is handed
  * over once every kind has been listed; later ones after each change of an object's compiled
  * part (apiVersion, kind, metadata.name/namespace, spec; not status, so our own writes do not
- * recompile; of a pod: its labels, serving IP and named ports), at most 20 ms after a burst of
- * events ends and 200 ms after its first.
+ * recompile; of a pod: its labels, serving IP, named ports and node), at most 20 ms after a
+ * burst of events ends and 200 ms after its first.
  *
  * Each object is compiled as one document named "<Kind>/<namespace>/<name>" (cluster-scoped:
  * "<Kind>/-/<name>"); the compiler prefixes each error with that name, which is how an error

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "ipl_clock.h"
+#include "ipl_curve.h"
 #include "ipl_drops.h"
 #include "ipl_error.h"
 #include "ipl_log.h"
@@ -287,6 +288,7 @@ static zsock_t *s_bind(int type, const char *endpoint, const char *flag, char *e
     }
     zsock_set_linger(sock, 0);
     if (type == ZMQ_ROUTER) zsock_set_maxmsgsize(sock, S_MAX_REQ_FRAME);
+    ipl_curve_server(sock); /* CURVE with --curve-dir (ipl_curve.h) */
     if (ipl_zmq_bind(zsock_resolve(sock), endpoint, flag, NULL, "use a free tcp://host:port", err,
                      errlen) != 0)
         zsock_destroy(&sock);

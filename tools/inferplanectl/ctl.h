@@ -17,6 +17,7 @@ int ctl_poke(int argc, char **argv);      /* send malformed frames to a ZeroMQ e
 int ctl_proto_doc(int argc, char **argv); /* print the message catalogue as Markdown */
 int ctl_tokenize(int argc, char **argv);  /* encode/decode with a tokenizer.json */
 int ctl_validate(int argc, char **argv);  /* compile a policy directory, print its errors */
+int ctl_curve_keygen(int argc, char **argv); /* write the cluster CURVE certificate */
 
 /* ---- A request as the gateway would send it: shared by route and explain (ctl_route.c) ----
  * `cmd` names the subcommand in the messages these print on stderr. Return codes are exit

@@ -28,6 +28,7 @@
 
 #include "ctl.h"
 #include "decider_http.h"
+#include "ipl_curve.h"
 #include "ipl_strategy.h"
 #include "ipl_clock.h"
 #include "ipl_error.h"
@@ -492,6 +493,7 @@ int ctl_route_ask(const char *cmd, const char *decider, ipl_route_req_t *req, lo
 {
     zsys_handler_set(NULL);
     zsock_t *dealer = zsock_new(ZMQ_DEALER);
+    ipl_curve_client(dealer); /* CURVE with INFERPLANE_CURVE_DIR (main.c) */
     if (!dealer || zsock_connect(dealer, "%s", decider) != 0) {
         fprintf(stderr,
                 "inferplanectl %s: cannot connect to --decider '%s' (use tcp://host:port)\n", cmd,

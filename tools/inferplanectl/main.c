@@ -1,8 +1,10 @@
 /* inferplanectl — dispatches to one subcommand per file (see ctl.h). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ctl.h"
+#include "ipl_curve.h"
 
 typedef struct {
     const char *name;
@@ -19,13 +21,33 @@ static const s_command_t s_commands[] = {
     {"proto-doc", ctl_proto_doc, "print the wire-message catalogue as Markdown"},
     {"tokenize", ctl_tokenize, "encode stdin with a tokenizer.json (--decode: ids to text)"},
     {"validate", ctl_validate, "compile a policy directory; print every error (file:line:col)"},
+    {"curve-keygen", ctl_curve_keygen,
+     "write the cluster's CURVE certificate (cluster.key, cluster.key_secret) for --curve-dir"},
 };
+
+/* With INFERPLANE_CURVE_DIR set, commands that talk to the control plane (route, explain)
+ * speak CURVE with the cluster certificate, as the services do with --curve-dir. */
+static int s_run(const s_command_t *cmd, int argc, char **argv)
+{
+    const char *dir = getenv("INFERPLANE_CURVE_DIR");
+    bool curve = dir && *dir && strcmp(cmd->name, "curve-keygen") != 0;
+    if (curve) {
+        char err[9000];
+        if (ipl_curve_setup(dir, "env INFERPLANE_CURVE_DIR", NULL, err, sizeof err) != 0) {
+            fprintf(stderr, "inferplanectl %s: %s\n", cmd->name, err);
+            return 2;
+        }
+    }
+    int rc = cmd->fn(argc, argv);
+    if (curve) ipl_curve_shutdown();
+    return rc;
+}
 
 static void s_usage(FILE *out)
 {
     fprintf(out, "usage: inferplanectl <command> [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof s_commands / sizeof s_commands[0]; i++)
-        fprintf(out, "  %-10s %s\n", s_commands[i].name, s_commands[i].help);
+        fprintf(out, "  %-12s %s\n", s_commands[i].name, s_commands[i].help);
     fprintf(out, "\n'inferplanectl <command> --help' describes a command's options.\n");
 }
 
@@ -40,7 +62,7 @@ int main(int argc, char **argv)
         return 0;
     }
     for (size_t i = 0; i < sizeof s_commands / sizeof s_commands[0]; i++)
-        if (!strcmp(argv[1], s_commands[i].name)) return s_commands[i].fn(argc - 1, argv + 1);
+        if (!strcmp(argv[1], s_commands[i].name)) return s_run(&s_commands[i], argc - 1, argv + 1);
     fprintf(stderr, "inferplanectl: unknown command '%s'\n", argv[1]);
     s_usage(stderr);
     return 2;

@@ -424,6 +424,55 @@ static void test_a_minimal_policy_publishes_empty_arrays(void **state)
     cJSON_Delete(root);
 }
 
+// Workers a selector found carry their pod's node (policy_compiler_set_node, called by
+// policy_kube); static workers, and names no worker has, get none; the node is content.
+static void test_selected_workers_carry_their_node(void **state)
+{
+    (void)state;
+    static const char yaml[] = "apiVersion: inferplane.io/v1alpha1\n"
+                               "kind: InferenceWorkerSet\n"
+                               "metadata: {name: small}\n"
+                               "spec: {model: m, workers: [{name: w0, url: 'http://h:1'},\n"
+                               "                           {name: pod-a, url: 'http://h:2'}]}\n"
+                               "---\n"
+                               "apiVersion: inferplane.io/v1alpha1\n"
+                               "kind: InferencePool\n"
+                               "metadata: {name: chat}\n"
+                               "spec: {model: m, targets: [{workerSet: small}]}\n";
+    uint64_t hashes[3];
+    for (int round = 0; round < 3; round++) {
+        policy_compiler_t *c = policy_compiler_new();
+        assert_int_equal(policy_compiler_add_string(c, "a.yaml", yaml, sizeof yaml - 1), 0);
+        if (round > 0) {
+            policy_compiler_set_node(c, "nobody", "node-x"); // ignored
+            policy_compiler_set_node(c, "w0", "");           // nothing recorded
+            policy_compiler_set_node(c, "pod-a", round == 1 ? "node-1" : "node-2");
+        }
+        assert_int_equal(policy_compiler_finish(c, "a"), 0);
+        const ipl_policy_t *p = policy_compiler_policy(c);
+        assert_int_equal(p->workers_len, 2);
+        assert_string_equal(p->workers[0].name, "w0");
+        assert_null(p->workers[0].node);
+        assert_string_equal(p->workers[1].name, "pod-a");
+        if (round == 0)
+            assert_null(p->workers[1].node);
+        else
+            assert_string_equal(p->workers[1].node, round == 1 ? "node-1" : "node-2");
+        hashes[round] = p->hash;
+        cJSON *root = policy_digest_json(p);
+        cJSON *ws = cJSON_GetObjectItem(root, "workers");
+        assert_null(cJSON_GetObjectItem(cJSON_GetArrayItem(ws, 0), "node"));
+        cJSON *node = cJSON_GetObjectItem(cJSON_GetArrayItem(ws, 1), "node");
+        if (round == 0)
+            assert_null(node);
+        else
+            assert_string_equal(cJSON_GetStringValue(node), round == 1 ? "node-1" : "node-2");
+        cJSON_Delete(root);
+        policy_compiler_destroy(&c);
+    }
+    assert_true(hashes[0] != hashes[1] && hashes[1] != hashes[2] && hashes[0] != hashes[2]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -431,6 +480,7 @@ int main(void)
         cmocka_unit_test(test_equal_inputs_publish_equally),
         cmocka_unit_test(test_any_published_change_changes_the_hash),
         cmocka_unit_test(test_a_minimal_policy_publishes_empty_arrays),
+        cmocka_unit_test(test_selected_workers_carry_their_node),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }
