@@ -4,6 +4,9 @@
 #   make             build every binary into $(BUILD)/ (inferplane-<service>, inferplanectl)
 #   make test        unit tests (cmocka) + integration tests; ends with "N passed, N failed"
 #   make run         deps + build + start the local stack with simulated vLLM workers
+#                    (REPLICAS="decider=3 gateway=2": that many of those services)
+#   make image       the Docker images, built from the repository (docs/compose.md)
+#   make compose-up  the same stack on docker-compose (REPLICAS too); make compose-down
 #   make bench       benchmarks (see docs/benchmarks.md)
 #   make SANITIZE=1  the same with -fsanitize=address,undefined, into build-san/
 #
@@ -181,6 +184,21 @@ clean:
 	rm -rf build build-san
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# Docker (docs/compose.md): compose/stack runs tools/deps-docker.sh first (Docker from Debian,
+# a private dockerd where none runs, the base images). REPLICAS (also read by tools/run-stack
+# for `make run`) is "NAME=N ...", e.g. REPLICAS="decider=3 gateway=2".
+IMAGE     ?= inferplane:dev
+OPS_IMAGE ?= inferplane-ops:dev
+.PHONY: image compose-up compose-down
+image:
+	@IMAGE=$(IMAGE) OPS_IMAGE=$(OPS_IMAGE) VERSION=$(VERSION) compose/stack image
+
+compose-up: image
+	@IMAGE=$(IMAGE) OPS_IMAGE=$(OPS_IMAGE) compose/stack up $(REPLICAS)
+
+compose-down:
+	@IMAGE=$(IMAGE) OPS_IMAGE=$(OPS_IMAGE) compose/stack down
 
 # libFuzzer targets (fuzz/fuzz_*.c), built with clang into build-fuzz/.
 #   make fuzz                 build them and run each for FUZZ_SECONDS (default 60)
