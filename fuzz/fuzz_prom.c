@@ -69,8 +69,9 @@ static void s_sample(void *arg, const char *name, const char *labels, double val
         }
         key[k] = '\0';
         /* the parser accepted the line, so its labels are well formed and the first key
-         * is found; its value, unescaped, is never longer than the label text */
-        if (k + 1 < sizeof key) {
+         * is found; its value, unescaped, is never longer than the label text. Label text
+         * of blanks only ("z{ } 1") has no first key. */
+        if (k > 0 && k + 1 < sizeof key) {
             size_t cap = strlen(labels) + 1;
             char *buf = malloc(cap);
             if (buf && ipl_prom_label(labels, key, buf, cap) != 0) abort();
