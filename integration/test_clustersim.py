@@ -181,10 +181,93 @@ class TestClustersim(unittest.TestCase):
         self.assertIn('strategy "no-such" is not implemented', err)
         self.assertEqual({k[1] for k in figures(out)}, {"ttft", "random"})
 
+    def test_suite_workloads(self):
+        # Every workload of the suite (docs/clustersim.md, "The workload suite") runs end to end
+        # at a load level, deterministically, and shows what it exists for: production's
+        # heavy tail (p99 TTFT far above the median), bursty arrivals queueing in bursts at a
+        # load where Poisson arrivals do not, kv-pressure's prefixes not fitting the caches.
+        small = ["--pools", "2", "--workers-per-pool", "2", "--seed", "1", "--json",
+                 "--strategies", "ttft,least-loaded"]
+        got = {}
+        for wl, extra in (("production", ["--requests", "150", "--num-gpu-blocks", "7500"]),
+                          ("zipf-prefix", ["--requests", "200"]),
+                          ("bursty", ["--requests", "200"]),
+                          ("shared-prefix", ["--requests", "200"]),
+                          ("kv-pressure", ["--requests", "200"]),
+                          ("many-models", ["--requests", "200"])):
+            rc, out, err = run(["--workload", wl, "--load", "near"] + extra + small)
+            self.assertEqual(rc, 0, err)
+            self.assertIn("load near = 0.85 x capacity", err)
+            rc2, out2, _ = run(["--workload", wl, "--load", "near"] + extra + small)
+            self.assertEqual(out, out2, wl)  # the same seed, the same bytes
+            got[wl] = figures(out)
+            for s in ("ttft", "least-loaded"):
+                self.assertEqual(got[wl][("rejected", s, wl)], 0, wl)
+        prod = got["production"]
+        self.assertGreater(prod[("ttft_p99_s", "ttft", "production")],
+                           4 * prod[("ttft_p50_s", "ttft", "production")])
+        # Cache-aware routing keeps the nested model/tenant prefixes (least-loaded does not).
+        mm = got["many-models"]
+        self.assertGreater(mm[("cache_hit_ratio", "ttft", "many-models")],
+                           mm[("cache_hit_ratio", "least-loaded", "many-models")] + 0.2)
+        self.assertLess(got["kv-pressure"][("cache_hit_ratio", "ttft", "kv-pressure")], 0.6)
+        # Heterogeneous worker sets: the H100 set prefills 4x faster, and gets the most work.
+        rc, out, err = run(["--workload", "production", "--requests", "150", "--load", "near",
+                            "--pool-profiles", "l40s-27b-fp8,h100-8b", "--pool-blocks",
+                            "7500,30000"] + small[:-2] + ["--strategies", "ttft",
+                                                          "--csv", self._csv()])
+        self.assertEqual(rc, 0, err)
+        with open(self.csv_path) as fh:
+            rows = list(csv.DictReader(fh))
+        h100 = sum(1 for r in rows if int(r["worker"]) >= 2)  # workers 2-3: set 1
+        self.assertGreater(h100, len(rows) / 2)
+
+    def _csv(self):
+        fd, self.csv_path = tempfile.mkstemp(suffix=".csv", prefix="clustersim-")
+        os.close(fd)
+        self.addCleanup(os.unlink, self.csv_path)
+        return self.csv_path
+
+    def test_suite_tool(self):
+        # tools/clustersim-suite: paired multi-seed comparison, table and JSON.
+        fd, path = tempfile.mkstemp(suffix=".json", prefix="clustersim-suite-")
+        os.close(fd)
+        self.addCleanup(os.unlink, path)
+        tool = os.path.join(os.path.dirname(__file__), "..", "tools", "clustersim-suite")
+        p = subprocess.run([tool, "--seeds", "1-2", "--scenarios", "zipf-prefix", "--loads",
+                            "near", "--strategies", "ttft,gie-default,least-loaded",
+                            "--requests-scale", "0.15", "--binary", binary("clustersim"),
+                            "--json", path], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("== zipf-prefix, load near", p.stdout)
+        self.assertIn("vs best peer", p.stdout)
+        with open(path) as fh:
+            report = json.load(fh)
+        self.assertEqual(len(report["cases"]), 2)
+        summary = report["summary"][0]
+        for label in ("p50", "p90", "p99", "goodput"):
+            pair = summary["paired"][label]
+            self.assertIn(pair["peer"], ("gie-default", "least-loaded"))
+            self.assertIn(pair["class"], ("ahead", "tied", "behind"))
+            self.assertGreaterEqual(pair["se"], 0)
+        # The paired mean is the mean of the per-seed differences of the JSON's own figures.
+        f = "ttft_p50_s"
+        peer = summary["paired"]["p50"]["peer"]
+        diffs = [c["figures"]["ttft"][f] - c["figures"][peer][f] for c in report["cases"]]
+        self.assertAlmostEqual(summary["paired"]["p50"]["mean"], sum(diffs) / 2, places=9)
+        acc = summary["predictor"]
+        self.assertGreaterEqual(acc["p90_abs_s"], acc["median_abs_s"])
+        p = subprocess.run([tool, "--scenarios", "nope"], capture_output=True, text=True,
+                           timeout=30)
+        self.assertEqual(p.returncode, 2)
+
     def test_bad_flags(self):
         for args in (["--workload", "nope"], ["--event-delay-ms", "50-5"], ["--pools", "0"],
                      ["--pools", "2", "--workers-per-pool", "600"], ["--profile", "gpu9000"],
-                     ["--strategies", "nope"], ["--bogus"]):
+                     ["--strategies", "nope"], ["--bogus"], ["--load", "heavy"],
+                     ["--load", "-1"], ["--pool-profiles", "l40s-27b-fp8,gpu9000"],
+                     ["--pool-blocks", "10,x"], ["--shared-fraction", "1"],
+                     ["--prompt-median", "0"], ["--trace", "/dev/null", "--load", "near"]):
             rc, out, err = run(args + ["--requests", "10"])
             self.assertEqual(rc, 2, args)
             self.assertIn("inferplane-clustersim:", err, args)

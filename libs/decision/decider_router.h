@@ -33,8 +33,9 @@
  *
  * Strategies (decider_strategies.h has the list and the sources): "ttft" (the default) keeps
  * the candidates whose queue is within load_gate of the least loaded one — unless no worker is
- * clearly less loaded (running + queue under 1 / 1.5 of theirs) — and picks the minimum cost —
- * predicted TTFT plus the time its prefill holds the worker for the requests behind it
+ * clearly less loaded (running + queue under 1 / 1.5 of theirs) —, keeps a long prompt off a
+ * worker whose KV cannot hold it while another can (the KV gate), and picks the minimum cost —
+ * predicted TTFT plus the delay its prefill imposes on the requests that will queue behind it
  * (decider_strategies.c) — or, with temperature_s > 0, samples with probability
  * ∝ exp(−cost/T) — and says why; the baselines follow their published descriptions.
  *

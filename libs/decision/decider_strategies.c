@@ -24,9 +24,12 @@
 // in engine steps (~10-30 ms) and the model is no more precise than that.
 #define S_TIE_BAND_S   0.010
 #define S_TIE_BAND_REL 0.05
-// ttft: weight of the candidate's own prefill time in the cost (s_pick_ttft): the time it
-// holds the worker for the requests behind it.
-#define S_TTFT_WORK_WEIGHT 1.0
+// ttft: λ, the weight of the delay a placement imposes on the requests that will queue behind
+// it (s_pick_ttft): its prefill beyond the cheapest candidate's, for each of them.
+#define S_TTFT_IMPOSED_WEIGHT 1.0
+// ttft: a prompt needing at least this share of a worker's KV blocks is not sent to a worker
+// whose KV cannot hold it beside its running requests' while another can (s_kv_fits).
+#define S_TTFT_KV_MIN_SHARE 0.2
 // ttft: a worker's placements (prompts it was routed holding none of them: the prefixes it
 // serves, decider_memory_placed) closer than this are equal.
 #define S_PLACED_TIE 0.5
@@ -193,6 +196,8 @@ static int s_runner_up(const decider_decision_t *out, int w, s_cmp_fn *cmp)
 
 // ---- ttft (ours) and oracle -------------------------------------------------------------------
 
+static bool s_kv_fits(const decider_pick_t *ctx, const decider_candidate_t *c);
+
 // Writes the prediction, by part, and the cost into the candidate's note.
 static void s_note_prediction(decider_candidate_t *c)
 {
@@ -201,7 +206,7 @@ static void s_note_prediction(decider_candidate_t *c)
     if (t->network_s > 0) snprintf(network, sizeof network, " + %.1f network", s_ms(t->network_s));
     decider_candidate_note(c,
                            "%.1f ms = %.1f base + %.1f wait + %.1f prefill (%.0f tok)%s; cost "
-                           "%.1f ms (+%.1f ms its prefill holds the worker)",
+                           "%.1f ms (+%.1f ms it imposes on the requests behind it)",
                            s_ms(t->total_s), s_ms(t->base_s), s_ms(t->wait_s), s_ms(t->prefill_s),
                            c->x.uncached_tokens, network, s_ms(c->score),
                            s_ms(c->score - t->total_s));
@@ -255,13 +260,15 @@ static double s_placed(decider_pick_t *ctx, const decider_candidate_t *c)
  * last minute are the prefixes a worker attracts), then the shortest queue, then at random.
  *
  * A placement — no candidate within the band holds any of the prompt: a prefix new to the
- * cluster, or one the cost says to compute again — goes instead to the eligible candidate
- * holding none of it that was given the fewest prefixes (s_placed), then the cheapest (the
- * tie band), then as above. Its prefill holds that worker for seconds (an 8k-token prompt is
- * one ~2.8 s step on an L40S), and every request reaching the worker meanwhile waits: a worker
- * serving fewer prefixes receives fewer of those requests, now and for as long as the prefix
- * stays there. The cost alone spreads new prefixes by the work queued now (which drains in
- * seconds) and let one worker collect more prefixes than another (SGLang's smallest tree
+ * cluster, or one the cost says to compute again — goes instead to the candidate within the
+ * band that was given the fewest prefixes (s_placed), then the cheapest, then as above. (Within
+ * the band only: with heavy-tailed prompts nearly every request is a placement, and a count
+ * that overrode the cost sent 100k-token prompts to workers with 30 s of backlog —
+ * docs/clustersim.md, "Three changes to ttft".) Its prefill holds that worker for seconds (an
+ * 8k-token prompt is one ~2.8 s step on an L40S), and every request reaching the worker meanwhile
+ * waits: a worker serving fewer prefixes receives fewer of those requests, now and for as long as
+ * the prefix stays there. The cost alone spreads new prefixes by the work queued now (which drains
+ * in seconds) and let one worker collect more prefixes than another (SGLang's smallest tree
  * balances them, and it met the SLO for more requests in the warm-up, docs/clustersim.md).
  * -1 if none. */
 static int s_best_ttft(decider_pick_t *ctx)
@@ -284,7 +291,7 @@ static int s_best_ttft(decider_pick_t *ctx)
     double best_recent = 0, best_placed = 0;
     for (uint32_t i = 0; i < out->ncands; i++) {
         const decider_candidate_t *c = &out->cands[i];
-        if (!c->c.eligible || (placement ? c->c.cached_tokens > 0 : c->score > band)) continue;
+        if (!c->c.eligible || c->score > band || (placement && c->c.cached_tokens > 0)) continue;
         const decider_candidate_t *b = best >= 0 ? &out->cands[best] : NULL;
         double recent = s_recent(ctx, c);
         double placed = placement ? s_placed(ctx, c) : 0;
@@ -369,6 +376,17 @@ static void s_ttft_explain(decider_pick_t *ctx, int w, int best, int ungated, ui
                          s_ms(out->cands[best].c.predicted_ttft_s));
         break;
     case S_LOAD_GATE:
+        if (!s_kv_fits(ctx, top)) {
+            decider_pick_win(ctx, w, reason,
+                             "%s holds %llu cached tokens but its KV (%.0f%% in use) cannot hold "
+                             "the prompt's %llu tokens; chose %s: predicted TTFT %.1f ms, %llu "
+                             "cached tokens%s",
+                             top->c.worker, (unsigned long long)top->c.cached_tokens,
+                             100.0 * top->c.kv_usage, (unsigned long long)ctx->prompt_tokens,
+                             win->c.worker, s_ms(win->c.predicted_ttft_s),
+                             (unsigned long long)win->c.cached_tokens, next);
+            break;
+        }
         decider_pick_win(ctx, w, reason,
                          "%s holds %llu cached tokens but its queue %llu exceeds the least loaded "
                          "(%llu) by more than %llu; chose %s: predicted TTFT %.1f ms, %llu cached "
@@ -450,13 +468,46 @@ static bool s_gate_excludes(uint64_t gated, uint64_t least, uint64_t gate,
            (lo_load <= gate || (double)(s_ttft_load(c) - lo_load) > S_SGLANG_BALANCE_ABS);
 }
 
-// How many requests c's prefill for this one holds up: the request itself
-// (S_TTFT_WORK_WEIGHT) and those reaching c until it is done, at the rate c was routed
-// requests lately (decider_pool_recent over its time constant).
-static double s_work_weight(decider_pick_t *ctx, const decider_candidate_t *c)
+/* The delay placing this request on c imposes on the requests behind it (the cost's second
+ * term, s_pick_ttft):
+ *
+ *   imposed(c) = (1 + β × arrivals(c)) × prefill(c)
+ *
+ * - prefill(c): the request's uncached prefill on c. vLLM's scheduler runs a request's prefill
+ *   to its end before a later arrival's (running requests first, then the waiting ones first
+ *   come, first served; chunked prefill only splits it into steps), so whoever reaches c
+ *   behind it waits for all of it; a prefix computed again on a second worker also evicts
+ *   another one there.
+ * - 1: the request itself — the duplicate it computes is work the cluster does twice.
+ * - arrivals(c): the requests reaching c until its first token, at the rate c was routed
+ *   requests lately (decider_pool_recent over its time constant × its predicted TTFT). A hot
+ *   prefix's holder attracts many: its own small prefill weighs more there, which spreads a
+ *   hot prefix before its holder's queue explodes.
+ * - β (`busy`): the share of candidates with work queued (a backlog or a queue). A request
+ *   arriving behind c waits only if it cannot go to an idle worker instead: at light load
+ *   those arrivals cost nothing, and a long prompt is not held back for them. */
+static double s_imposed(decider_pick_t *ctx, const decider_candidate_t *c, double busy)
 {
-    return S_TTFT_WORK_WEIGHT +
-           s_recent(ctx, c) / DECIDER_MEMORY_RECENT_TAU_S * c->c.predicted_ttft_s;
+    double arrivals = s_recent(ctx, c) / DECIDER_MEMORY_RECENT_TAU_S * c->c.predicted_ttft_s;
+    return (1.0 + busy * arrivals) * c->terms.prefill_s;
+}
+
+/* Whether c's KV cache can hold the prompt beside what its running requests hold (the last
+ * sample's kv_usage × its blocks: vLLM's usage counts only blocks referenced by requests) and
+ * what the prefill backlog this router sent there will need (x.queued_tokens: without it, a
+ * worker with a long queue but little running looks empty and collects every long prompt) —
+ * asked only of prompts needing S_TTFT_KV_MIN_SHARE of c's blocks or more. A prompt that does
+ * not fit waits until enough running requests finish, or makes the engine preempt one; for a
+ * long prompt that is seconds (production-shaped traffic: 47 preemptions per 1,000 requests
+ * before, 6 under gie-default, whose KV-utilisation scorer avoids full workers). A short one
+ * waits a step or two, and turning it away from its prefix would compute the prefix again:
+ * not asked. Unknown capacity (no sample of it): fits. */
+static bool s_kv_fits(const decider_pick_t *ctx, const decider_candidate_t *c)
+{
+    double bs = ctx->block_size ? (double)ctx->block_size : 1.0;
+    double need = (double)ctx->prompt_tokens / bs, cap = (double)c->num_blocks;
+    if (!c->num_blocks || need < S_TTFT_KV_MIN_SHARE * cap) return true;
+    return c->c.kv_usage * cap + c->x.queued_tokens / bs + need <= cap;
 }
 
 // Pending prefixes (decider_memory.h): a candidate gets the blocks routed to it that it has not
@@ -521,18 +572,21 @@ static void s_remember_pending(decider_pick_t *ctx, const decider_candidate_t *w
  * moving a request off its prefix computes the prefix again, which pays only where it will
  * not queue behind other work.
  *
+ * KV gate: a long prompt (S_TTFT_KV_MIN_SHARE of a worker's blocks or more) is not sent to a
+ * worker whose KV cannot hold it beside its running requests' while some candidate can
+ * (s_kv_fits).
+ *
  * Then the minimum cost wins, where
  *
- *   cost(W) = predicted TTFT on W + S_TTFT_WORK_WEIGHT × W's prefill time for this request
+ *   cost(W) = predicted TTFT on W + S_TTFT_IMPOSED_WEIGHT × imposed(W)
  *
- * The second term is what the request's own TTFT leaves out: while W prefills the uncached
- * part, every request behind it on W waits (vLLM prefills up to max_num_batched_tokens per
- * step; an 8k-token miss holds an L40S for ~2.8 s), and a prefix computed again on a second
- * worker evicts another one there. So a request waits for the worker holding its prefix unless
- * that wait exceeds the miss elsewhere by the miss's own prefill time: a hot prefix is
- * replicated when its holder's queue is worth it, not because the holder is briefly busy. It
- * is the same for every candidate when nothing is cached (no shared prefix: pure load
- * balancing by predicted wait).
+ * and imposed(W) (s_imposed) is the delay the placement imposes on the requests that will
+ * queue behind it: its prefill on W (an 8k-token miss holds an L40S for ~2.8 s), for itself
+ * and each request reaching W until its first token — those only in the share of workers that
+ * are busy (behind an idle cluster nobody has to queue). So a request waits for the worker
+ * holding its prefix unless that wait exceeds the miss elsewhere by what the miss would cost
+ * the others: a hot prefix is replicated when its holder's queue is worth it, not because the
+ * holder is briefly busy.
  *
  * Costs within max(10 ms, 5 %) of the minimum count as equal (below the engine's step and the
  * model's precision), and among those the one holding the most of the prompt wins, then the
@@ -554,17 +608,37 @@ static void s_pick_ttft(decider_pick_t *ctx)
         if (s_ttft_load(&out->cands[i]) < lo_load) lo_load = s_ttft_load(&out->cands[i]);
     }
     s_apply_pending(ctx, explain);
+    // The KV gate needs a candidate that fits and that the load gate keeps: else every
+    // candidate could be gated (the least loaded one by KV, the ones that fit by load).
+    double busy = 0, healthy = 0;
+    bool any_fits = false;
+    for (uint32_t i = 0; i < out->ncands; i++) {
+        const decider_candidate_t *c = &out->cands[i];
+        if (!c->healthy) continue;
+        busy += c->x.queued_tokens > 0 || c->x.queued > 0;
+        healthy++;
+        if (!any_fits && s_kv_fits(ctx, c))
+            any_fits = !s_gate_excludes(s_gated_queue(ctx, c), least, gate, c, lo_load);
+    }
+    busy /= healthy > 0 ? healthy : 1;
     int ungated = -1; // the best cost before the gate: did the gate change the outcome?
     for (uint32_t i = 0; i < out->ncands; i++) {
         decider_candidate_t *c = &out->cands[i];
         if (!c->healthy) continue;
-        c->score = c->c.predicted_ttft_s + s_work_weight(ctx, c) * c->terms.prefill_s;
+        c->score = c->c.predicted_ttft_s + S_TTFT_IMPOSED_WEIGHT * s_imposed(ctx, c, busy);
         if (ungated < 0 || s_cmp_ttft(c, &out->cands[ungated]) < 0) ungated = (int)i;
         uint64_t gated = s_gated_queue(ctx, c);
-        c->c.eligible = !s_gate_excludes(gated, least, gate, c, lo_load);
+        bool load_gated = s_gate_excludes(gated, least, gate, c, lo_load);
+        bool kv_full = !load_gated && any_fits && !s_kv_fits(ctx, c);
+        c->c.eligible = !load_gated && !kv_full;
+        if (explain && kv_full)
+            decider_candidate_note(c,
+                                   "KV gate: %.0f%% of its KV in use cannot hold the prompt's "
+                                   "%llu tokens; another worker's can",
+                                   100.0 * c->c.kv_usage, (unsigned long long)ctx->prompt_tokens);
         if (!explain) continue;
         s_note_prediction(c);
-        if (!c->c.eligible)
+        if (load_gated)
             decider_candidate_note(
                 c,
                 "load gate: queue %llu%s > least loaded %llu + %llu, and load "
@@ -574,6 +648,11 @@ static void s_pick_ttft(decider_pick_t *ctx)
                 (unsigned long long)s_ttft_load(c), S_TTFT_GATE_REL, (unsigned long long)lo_load);
     }
     int best = s_best_ttft(ctx);
+    if (best < 0) { // not reached: the least queued candidate passes both gates (see above)
+        for (uint32_t i = 0; i < out->ncands; i++)
+            out->cands[i].c.eligible = out->cands[i].healthy;
+        best = s_best_ttft(ctx);
+    }
     int w = best;
     double probability = 1;
     double temperature = ctx->temperature_s;

@@ -83,6 +83,9 @@ typedef struct {
     uint32_t phead, pn, pcap;
     s_inflight_t *inflight;
     uint32_t nin, incap;
+    sim_profile_t profile; // its worker set's (request_s applied by the cluster)
+    double request_s;
+    uint32_t num_blocks;
     bool sampling; // a SAMPLE event is pending
     double phase;  // sample times are phase + k × period
     double tail;   // latest delivery time scheduled (deliveries stay in order)
@@ -95,9 +98,8 @@ struct clustersim_cluster {
     // Strategy "oracle": every worker's true cache, updated as the engines commit and evict.
     ipl_index_t *truth;
     uint32_t truth_prefix[IPL_INDEX_MAX_WORKERS];
-    bool truth_matched; // truth_prefix holds this decision's match
-    sim_profile_t profile;
-    double request_s; // the profile's, applied here (engines get 0)
+    bool truth_matched;    // truth_prefix holds this decision's match
+    sim_profile_t profile; // the default set's (cfg.profile, cfg.num_gpu_blocks)
 
     clustersim_queue_t *queue;
     clustersim_kvmap_t *kvmap;
@@ -109,6 +111,7 @@ struct clustersim_cluster {
     ipl_worker_t *pw;
     char (*pool_names)[S_NAME_MAX];
     char (*pool_models)[S_NAME_MAX];
+    char (*set_names)[S_NAME_MAX]; // heterogeneous sets: "set-P"
     uint32_t npools;
 
     s_worker_t *workers;
@@ -209,7 +212,7 @@ static s_load_t s_read_load(clustersim_cluster_t *self, s_worker_t *w)
     if (self->now < w->step_end) l.running += w->finished_in_step; // the step is still running
     for (uint32_t k = 0; k < w->pn; k++) {
         uint32_t r = w->pending[(w->phead + k) % w->pcap];
-        if (self->arrival[r] + self->request_s > self->now) break;
+        if (self->arrival[r] + w->request_s > self->now) break;
         l.waiting++;
     }
     return l;
@@ -225,7 +228,7 @@ static void s_apply_load(clustersim_cluster_t *self, uint32_t worker, const s_lo
                               .waiting = l->waiting,
                               .kv_usage = l->kv_usage,
                               .block_size = self->cfg.block_size,
-                              .num_blocks = self->profile.num_gpu_blocks,
+                              .num_blocks = self->workers[worker].num_blocks,
                               .health = IPL_HEALTH_UP,
                               .kv_state = IPL_KV_EXACT};
     if (decider_state_apply(self->state, &msg, s_ms(self->now)) != 0 && !self->error)
@@ -461,7 +464,7 @@ static void s_on_arrival(clustersim_cluster_t *self, uint32_t r)
         self->error = IPL_E_NOMEM;
         return;
     }
-    if (!w->stepping) s_schedule_step(self, w, self->now + self->request_s);
+    if (!w->stepping) s_schedule_step(self, w, self->now + w->request_s);
     s_arm_sampling(self, w);
 }
 
@@ -470,7 +473,7 @@ static void s_submit_ready(clustersim_cluster_t *self, s_worker_t *w)
 {
     while (w->pn) {
         uint32_t r = w->pending[w->phead];
-        if (self->arrival[r] + self->request_s > self->now) break;
+        if (self->arrival[r] + w->request_s > self->now) break;
         w->phead = (w->phead + 1) % w->pcap;
         w->pn--;
         const clustersim_req_t *req = clustersim_workload_req(self->wl, r);
@@ -585,7 +588,7 @@ static void s_on_step(clustersim_cluster_t *self, s_worker_t *w)
         s_schedule_step(self, w, self->now + S_STALL_RETRY_S);
     } else if (w->pn) {
         uint32_t r = w->pending[w->phead];
-        s_schedule_step(self, w, self->arrival[r] + self->request_s);
+        s_schedule_step(self, w, self->arrival[r] + w->request_s);
     }
 }
 
@@ -607,8 +610,13 @@ static int s_build_policy(clustersim_cluster_t *self)
     self->pool_models = calloc(self->npools, sizeof *self->pool_models);
     self->pw = calloc(self->nworkers, sizeof *self->pw);
     self->workers = calloc(self->nworkers, sizeof *self->workers);
-    if (!self->pools || !self->pool_names || !self->pool_models || !self->pw || !self->workers)
+    bool hetero = c->npool_profiles || c->npool_blocks;
+    self->set_names = hetero ? calloc(c->pools, sizeof *self->set_names) : NULL;
+    if (!self->pools || !self->pool_names || !self->pool_models || !self->pw || !self->workers ||
+        (hetero && !self->set_names))
         return IPL_E_NOMEM;
+    for (uint32_t p = 0; hetero && p < c->pools; p++)
+        snprintf(self->set_names[p], S_NAME_MAX, "set-%u", p);
     for (uint32_t p = 0; p < self->npools; p++) {
         if (c->split) {
             snprintf(self->pool_names[p], S_NAME_MAX, "pool-%u", p);
@@ -637,7 +645,21 @@ static int s_build_policy(clustersim_cluster_t *self)
                                      .kv_endpoint = "",
                                      .replay_endpoint = "",
                                      .metrics_url = "",
+                                     .worker_set = hetero ? self->set_names[set] : NULL,
                                      .block_size = c->block_size};
+        // Its worker set's engine: the default, or the heterogeneous set's profile and KV.
+        w->profile = self->profile;
+        w->num_blocks = self->profile.num_gpu_blocks;
+        if (c->npool_profiles) {
+            const sim_profile_t *sp = sim_profile_find(c->pool_profiles[set % c->npool_profiles]);
+            if (!sp) return IPL_E_INVAL;
+            w->profile = *sp;
+            w->num_blocks = c->num_gpu_blocks ? c->num_gpu_blocks : sp->num_gpu_blocks;
+        }
+        if (c->npool_blocks && c->pool_blocks[set % c->npool_blocks])
+            w->num_blocks = c->pool_blocks[set % c->npool_blocks];
+        w->profile.num_gpu_blocks = w->num_blocks;
+        w->request_s = w->profile.request_s;
     }
     self->policy = (ipl_policy_t){.version = 1,
                                   .source = "clustersim",
@@ -651,12 +673,12 @@ static int s_build_policy(clustersim_cluster_t *self)
 static int s_build_engines(clustersim_cluster_t *self)
 {
     const clustersim_config_t *c = &self->cfg;
-    sim_profile_t engine_profile = self->profile;
-    engine_profile.request_s = 0; // the cluster applies it before submitting
     for (uint32_t i = 0; i < self->nworkers; i++) {
         s_worker_t *w = &self->workers[i];
+        sim_profile_t engine_profile = w->profile;
+        engine_profile.request_s = 0; // the cluster applies it before submitting
         sim_engine_config_t ec = {.block_size = c->block_size,
-                                  .num_gpu_blocks = self->profile.num_gpu_blocks,
+                                  .num_gpu_blocks = w->num_blocks,
                                   .max_num_seqs = c->max_num_seqs,
                                   .max_num_batched_tokens = c->max_num_batched_tokens,
                                   .time_scale = 1.0,
@@ -706,6 +728,13 @@ clustersim_cluster_t *clustersim_cluster_new(const clustersim_config_t *cfg,
                  cfg->pools * cfg->workers_per_pool, IPL_INDEX_MAX_WORKERS);
         return NULL;
     }
+    for (uint32_t p = 0; p < cfg->npool_profiles; p++)
+        if (!sim_profile_find(cfg->pool_profiles[p])) {
+            char names[256];
+            snprintf(err, errlen, "unknown profile \"%s\" (known: %s)", cfg->pool_profiles[p],
+                     sim_profile_names(names, sizeof names));
+            return NULL;
+        }
     if (!decider_router_strategy_known(strategy)) {
         snprintf(err, errlen, "unknown strategy \"%s\" (known: %s)", strategy,
                  decider_router_strategies());
@@ -721,7 +750,6 @@ clustersim_cluster_t *clustersim_cluster_new(const clustersim_config_t *cfg,
     self->strategy = strategy;
     self->profile = *profile;
     if (cfg->num_gpu_blocks) self->profile.num_gpu_blocks = cfg->num_gpu_blocks;
-    self->request_s = profile->request_s;
     self->rng = cfg->seed * 0x2545f4914f6cdd1dULL + 0x632be59bd9b4e019ULL;
     decider_decision_init(&self->decision);
 
@@ -789,6 +817,7 @@ void clustersim_cluster_destroy(clustersim_cluster_t **self_p)
     free(self->pools);
     free(self->pool_names);
     free(self->pool_models);
+    free(self->set_names);
     free(self->tokens);
     free(self->hashes);
     free(self->arrival);

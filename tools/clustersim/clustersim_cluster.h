@@ -53,7 +53,15 @@ typedef struct {
     bool split;          /* true: one InferencePool per worker set, serving the workload's models
                             round robin; false: one pool over every worker (every model) */
     const char *profile; /* sim_profile name; NULL: the default */
-    uint32_t num_gpu_blocks;         /* 0: the profile's */
+    uint32_t num_gpu_blocks; /* 0: the profile's */
+    /* Heterogeneous worker sets (npool_profiles / npool_blocks 0: every set as above): set p
+     * runs profile pool_profiles[p % npool_profiles] with pool_blocks[p % npool_blocks] KV
+     * blocks (0: that profile's, or num_gpu_blocks). Each set is then its own
+     * InferenceWorkerSet ("set-P"), so the router calibrates one predictor per set. Borrowed. */
+    const char *const *pool_profiles;
+    uint32_t npool_profiles;
+    const uint32_t *pool_blocks;
+    uint32_t npool_blocks;
     uint32_t block_size;             /* 16 */
     uint32_t max_num_seqs;           /* 256 */
     uint32_t max_num_batched_tokens; /* 8192 */

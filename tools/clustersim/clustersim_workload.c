@@ -9,6 +9,7 @@
  *     S_KIND_OWN     request i's own tokens (suffix, user message)
  *     S_KIND_OUTPUT  request i's output
  *     S_KIND_BLOCK   Mooncake hash id h
+ *     S_KIND_SUB     many-models document d (after the model's system prompt)
  */
 #include "clustersim_workload.h"
 
@@ -24,7 +25,7 @@
 #define S_VOCAB_BASE 1000u
 #define S_VOCAB      100000u
 
-enum { S_KIND_GROUP = 1, S_KIND_OWN, S_KIND_OUTPUT, S_KIND_BLOCK };
+enum { S_KIND_GROUP = 1, S_KIND_OWN, S_KIND_OUTPUT, S_KIND_BLOCK, S_KIND_SUB };
 
 typedef struct {
     char **v;
@@ -156,7 +157,7 @@ static clustersim_req_t *s_add(clustersim_workload_t *self)
         self->cap = cap;
     }
     clustersim_req_t *r = &self->reqs[self->n++];
-    *r = (clustersim_req_t){.group = -1, .prev = -1, .next = -1};
+    *r = (clustersim_req_t){.group = -1, .sub = -1, .prev = -1, .next = -1};
     return r;
 }
 
@@ -236,11 +237,13 @@ static int32_t s_draw_group(const double *cdf, uint32_t n, double u)
     return (int32_t)lo;
 }
 
-static const char *const s_kind_names[] = {"shared-prefix", "multi-turn", "no-prefix"};
+static const char *const s_kind_names[CLUSTERSIM_GEN_NKINDS] = {
+    "shared-prefix", "multi-turn", "no-prefix",   "production",
+    "zipf-prefix",   "bursty",     "kv-pressure", "many-models"};
 
 int clustersim_gen_kind_parse(const char *name, clustersim_gen_kind_t *out)
 {
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < CLUSTERSIM_GEN_NKINDS; k++)
         if (name && !strcmp(name, s_kind_names[k])) {
             *out = (clustersim_gen_kind_t)k;
             return 0;
@@ -250,7 +253,7 @@ int clustersim_gen_kind_parse(const char *name, clustersim_gen_kind_t *out)
 
 const char *clustersim_gen_kind_name(clustersim_gen_kind_t kind)
 {
-    return (unsigned)kind < 3 ? s_kind_names[kind] : "unknown";
+    return (unsigned)kind < CLUSTERSIM_GEN_NKINDS ? s_kind_names[kind] : "unknown";
 }
 
 void clustersim_gen_config_defaults(clustersim_gen_kind_t kind, clustersim_gen_config_t *cfg)
@@ -270,76 +273,219 @@ void clustersim_gen_config_defaults(clustersim_gen_kind_t kind, clustersim_gen_c
         .think_s = 0,
         .models = 1,
         .tenants = 1,
+        .tenant_skew = 1.0,
     };
-    if (kind == CLUSTERSIM_GEN_MULTI_TURN) {
+    switch (kind) {
+    case CLUSTERSIM_GEN_MULTI_TURN:
         cfg->prefix_tokens = 2000; // system prompts
         cfg->suffix_tokens = 400;  // per user message
         cfg->output_tokens = 200;
         cfg->turns = 5;
         cfg->think_s = 5.0;
-    } else if (kind == CLUSTERSIM_GEN_NO_PREFIX) {
+        break;
+    case CLUSTERSIM_GEN_NO_PREFIX:
         // The shared-prefix prompts' length, all unique, at a rate six workers can sustain.
         cfg->prefix_groups = 0;
         cfg->prefix_tokens = 0;
         cfg->suffix_tokens = 8704;
         cfg->rate = 1.5;
+        break;
+    case CLUSTERSIM_GEN_PRODUCTION:
+        // A production trace's shape (issue 16; Mooncake's FAST'25 traces are alike): prompt
+        // lengths log-normal, median 7,000, p90 27,000 (so p99 ~ 80,000), cut at 100,000;
+        // 45% of each prompt from one of 200 Zipf-popular documents / system prompts, so that
+        // about a third of all prompt blocks repeat an earlier one (ideal reuse ~0.33).
+        cfg->requests = 2000;
+        cfg->rate = 8.0;
+        cfg->prefix_groups = 200;
+        cfg->group_skew = 1.0;
+        cfg->prefix_tokens = 0;
+        cfg->suffix_tokens = 0;
+        cfg->output_tokens = 256;
+        cfg->prompt_median = 7000;
+        cfg->prompt_p90 = 27000;
+        cfg->prompt_max = 100000;
+        cfg->shared_fraction = 0.45;
+        break;
+    case CLUSTERSIM_GEN_ZIPF_PREFIX:
+        // 60 prefixes of 4,096 tokens, popularity ∝ 1/(g+1)^1.2: the top one draws a quarter
+        // of the traffic, more than its holder alone can prefill behind.
+        cfg->requests = 1200;
+        cfg->rate = 4.0;
+        cfg->prefix_groups = 60;
+        cfg->group_skew = 1.2;
+        cfg->prefix_tokens = 4096;
+        break;
+    case CLUSTERSIM_GEN_BURSTY:
+        // The shared-prefix prompts, arriving in bursts: on 15 s, off 30 s (means, exponential),
+        // three times the mean rate while on.
+        cfg->requests = 900;
+        cfg->burst_on_s = 15.0;
+        cfg->burst_off_s = 30.0;
+        break;
+    case CLUSTERSIM_GEN_KV_PRESSURE:
+        // 240 prefixes of 8,192 tokens, uniform: 2M tokens of prefixes, ~4x what eight L40S
+        // workers hold (64k tokens each): most prefixes are evicted before they are reused.
+        cfg->requests = 1200;
+        cfg->prefix_groups = 240;
+        break;
+    case CLUSTERSIM_GEN_MANY_MODELS:
+        // 8 models x 16 tenants, both Zipf-popular (skew 1): a 2,048-token system prompt per
+        // model, then a 4,096-token document per (model, tenant), then 256 tokens of its own.
+        cfg->requests = 1200;
+        cfg->rate = 3.0;
+        cfg->models = 8;
+        cfg->tenants = 16;
+        cfg->group_skew = 1.0;
+        cfg->prefix_groups = 8;
+        cfg->prefix_tokens = 2048;
+        cfg->sub_tokens = 4096;
+        cfg->suffix_tokens = 256;
+        break;
+    default:
+        break;
     }
+}
+
+// A standard normal deviate (Box-Muller; two draws).
+static double s_normal(s_rng_t *r)
+{
+    double u = s_unit(r), v = s_unit(r);
+    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
+}
+
+// On/off arrivals (bursty): the state of the current "on" period.
+typedef struct {
+    double end; // the current on period ends here
+    bool started;
+} s_burst_t;
+
+// The next open-loop arrival after t at `rate` per second: Poisson, or Poisson at
+// rate × (on + off) / on inside exponential on periods separated by exponential off periods.
+static double s_next_arrival(s_rng_t *rng, const clustersim_gen_config_t *cfg, double rate,
+                             s_burst_t *b, double t)
+{
+    if (!(cfg->burst_on_s > 0) || !(cfg->burst_off_s > 0)) return t + s_exp(rng, 1.0 / rate);
+    double on_rate = rate * (cfg->burst_on_s + cfg->burst_off_s) / cfg->burst_on_s;
+    if (!b->started) {
+        b->started = true;
+        b->end = t + s_exp(rng, cfg->burst_on_s);
+    }
+    for (;;) {
+        double next = t + s_exp(rng, 1.0 / on_rate);
+        if (next <= b->end) return next;
+        t = b->end + s_exp(rng, cfg->burst_off_s); // memoryless: restart the next period
+        b->end = t + s_exp(rng, cfg->burst_on_s);
+    }
+}
+
+// The workload's content: how its prompts are built from groups.
+typedef enum { S_CONTENT_NONE, S_CONTENT_FIXED, S_CONTENT_LOGNORMAL, S_CONTENT_NESTED } s_content_t;
+
+static s_content_t s_content(clustersim_gen_kind_t kind, const clustersim_gen_config_t *cfg)
+{
+    if (kind == CLUSTERSIM_GEN_NO_PREFIX) return S_CONTENT_NONE;
+    if (kind == CLUSTERSIM_GEN_PRODUCTION) return S_CONTENT_LOGNORMAL;
+    if (kind == CLUSTERSIM_GEN_MANY_MODELS) return S_CONTENT_NESTED;
+    return cfg->prefix_groups > 0 && cfg->prefix_tokens > 0 ? S_CONTENT_FIXED : S_CONTENT_NONE;
+}
+
+static bool s_config_ok(clustersim_gen_kind_t kind, const clustersim_gen_config_t *cfg)
+{
+    if (!(cfg->rate > 0) || cfg->requests == 0 || cfg->output_tokens == 0 || cfg->models == 0 ||
+        cfg->tenants == 0 || cfg->think_s < 0 || !(cfg->group_skew >= 0) ||
+        !(cfg->tenant_skew >= 0) || cfg->burst_on_s < 0 || cfg->burst_off_s < 0 ||
+        (unsigned)kind >= CLUSTERSIM_GEN_NKINDS)
+        return false;
+    if (kind == CLUSTERSIM_GEN_PRODUCTION)
+        return cfg->prompt_median >= 1 && cfg->prompt_p90 >= cfg->prompt_median &&
+               cfg->prompt_max >= cfg->prompt_median && cfg->shared_fraction >= 0 &&
+               cfg->shared_fraction < 1;
+    if (kind == CLUSTERSIM_GEN_MANY_MODELS)
+        return cfg->prefix_tokens + cfg->sub_tokens + cfg->suffix_tokens > 0;
+    return true;
 }
 
 clustersim_workload_t *clustersim_workload_generate(clustersim_gen_kind_t kind,
                                                     const clustersim_gen_config_t *cfg)
 {
-    if (!(cfg->rate > 0) || cfg->requests == 0 || cfg->output_tokens == 0 || cfg->models == 0 ||
-        cfg->tenants == 0 || cfg->think_s < 0 || !(cfg->group_skew >= 0) ||
-        (unsigned)kind > CLUSTERSIM_GEN_NO_PREFIX)
-        return NULL;
+    if (!s_config_ok(kind, cfg)) return NULL;
     bool multi = kind == CLUSTERSIM_GEN_MULTI_TURN;
     uint32_t turns = multi ? cfg->turns : 1;
-    bool grouped =
-        kind != CLUSTERSIM_GEN_NO_PREFIX && cfg->prefix_groups > 0 && cfg->prefix_tokens > 0;
-    uint32_t prefix = grouped ? cfg->prefix_tokens : 0;
-    if (turns == 0 || prefix + cfg->suffix_tokens == 0) return NULL;
+    s_content_t content = s_content(kind, cfg);
+    // Nested: groups are models (popularity group_skew), subgroups (model, tenant) documents.
+    uint32_t ngroups = content == S_CONTENT_NESTED ? cfg->models : cfg->prefix_groups;
+    bool grouped = content != S_CONTENT_NONE && ngroups > 0;
+    uint32_t prefix =
+        content == S_CONTENT_FIXED || content == S_CONTENT_NESTED ? cfg->prefix_tokens : 0;
+    if (turns == 0 ||
+        (content != S_CONTENT_LOGNORMAL && prefix + cfg->sub_tokens + cfg->suffix_tokens == 0))
+        return NULL;
 
     clustersim_workload_t *self = s_new(clustersim_gen_kind_name(kind), cfg->seed);
-    double *cdf = grouped ? s_zipf_cdf(cfg->prefix_groups, cfg->group_skew) : NULL;
-    if (!self || (grouped && !cdf) || s_default_names(self, cfg->models, cfg->tenants) != 0)
+    double *cdf = grouped ? s_zipf_cdf(ngroups, cfg->group_skew) : NULL;
+    double *tcdf = content == S_CONTENT_NESTED ? s_zipf_cdf(cfg->tenants, cfg->tenant_skew) : NULL;
+    if (!self || (grouped && !cdf) || (content == S_CONTENT_NESTED && !tcdf) ||
+        s_default_names(self, cfg->models, cfg->tenants) != 0)
         goto fail;
     s_rng_t rng = {s_stream(cfg->seed, 0, kind)};
     uint32_t units = (cfg->requests + turns - 1) / turns; // requests, or conversations
     double unit_rate = cfg->rate / turns;
+    // Log-normal lengths: ln L ~ N(ln median, sigma), sigma from the 90th percentile (z 1.2816).
+    double mu = cfg->prompt_median ? log((double)cfg->prompt_median) : 0;
+    double sigma =
+        cfg->prompt_median ? log((double)cfg->prompt_p90 / cfg->prompt_median) / 1.2816 : 0;
+    s_burst_t burst = {0};
     double t = 0;
     for (uint32_t u = 0; u < units; u++) {
-        t += s_exp(&rng, 1.0 / unit_rate);
-        int32_t group = grouped ? s_draw_group(cdf, cfg->prefix_groups, s_unit(&rng)) : -1;
+        t = s_next_arrival(&rng, cfg, unit_rate, &burst, t);
+        int32_t group = grouped ? s_draw_group(cdf, ngroups, s_unit(&rng)) : -1;
         uint32_t model = (uint32_t)((group >= 0 ? (uint32_t)group : u) % cfg->models);
         uint32_t tenant = u % cfg->tenants;
+        uint32_t length = prefix + cfg->suffix_tokens, base = prefix, sub_tokens = 0;
+        int32_t sub = -1;
+        if (content == S_CONTENT_LOGNORMAL) {
+            double l = exp(mu + sigma * s_normal(&rng));
+            length = l < 16 ? 16 : l > cfg->prompt_max ? cfg->prompt_max : (uint32_t)l;
+            base = group >= 0 ? (uint32_t)(cfg->shared_fraction * length) : 0;
+        } else if (content == S_CONTENT_NESTED) {
+            tenant = (uint32_t)s_draw_group(tcdf, cfg->tenants, s_unit(&rng));
+            sub = (int32_t)(model * cfg->tenants + tenant);
+            sub_tokens = cfg->sub_tokens;
+            base = prefix + sub_tokens;
+            length = base + cfg->suffix_tokens;
+        }
         int32_t prev = -1;
         for (uint32_t k = 0; k < turns; k++) {
             clustersim_req_t *r = s_add(self);
             if (!r) goto fail;
             uint32_t idx = self->n - 1;
             r->group = group;
+            r->sub = sub;
+            r->sub_tokens = sub_tokens;
             r->model = model;
             r->tenant = tenant;
             r->output_tokens = cfg->output_tokens;
             r->prev = prev;
             if (prev < 0) {
                 r->arrival_s = t;
-                r->base_tokens = prefix;
+                r->base_tokens = base;
+                r->prompt_tokens = length;
             } else {
                 const clustersim_req_t *p = &self->reqs[prev];
                 r->arrival_s = cfg->think_s > 0 ? s_exp(&rng, cfg->think_s) : 0;
                 r->base_tokens = p->prompt_tokens + p->output_tokens;
+                r->prompt_tokens = r->base_tokens + cfg->suffix_tokens;
                 self->reqs[prev].next = (int32_t)idx;
             }
-            r->prompt_tokens = r->base_tokens + cfg->suffix_tokens;
             prev = (int32_t)idx;
         }
     }
-    if (grouped) {
-        self->group_tokens = malloc((size_t)cfg->prefix_groups * prefix * sizeof(uint32_t));
+    if (content == S_CONTENT_FIXED || content == S_CONTENT_NESTED) {
+        // Every group's prefix synthesised once (production's vary in length: streamed).
+        self->group_tokens = malloc((size_t)ngroups * (prefix ? prefix : 1) * sizeof(uint32_t));
         if (!self->group_tokens) goto fail;
-        self->ngroups = cfg->prefix_groups;
+        self->ngroups = ngroups;
         self->group_len = prefix;
         for (uint32_t g = 0; g < self->ngroups; g++)
             s_fill(s_stream(cfg->seed, S_KIND_GROUP, g), 0, prefix,
@@ -347,9 +493,11 @@ clustersim_workload_t *clustersim_workload_generate(clustersim_gen_kind_t kind,
     }
     if (s_finish(self) != 0) goto fail;
     free(cdf);
+    free(tcdf);
     return self;
 fail:
     free(cdf);
+    free(tcdf);
     clustersim_workload_destroy(&self);
     return NULL;
 }
@@ -596,6 +744,92 @@ const uint32_t *clustersim_workload_roots(const clustersim_workload_t *self, uin
     return self->roots;
 }
 
+// The longest earlier prefix per key (a group or a subgroup), in a small open-addressed map.
+typedef struct {
+    int64_t *key;
+    uint32_t *len;
+    size_t cap;
+} s_seen_t;
+
+static uint32_t *s_seen_slot(s_seen_t *m, int64_t key)
+{
+    size_t i = (size_t)s_mix((uint64_t)key) & (m->cap - 1);
+    while (m->key[i] != -1 && m->key[i] != key)
+        i = (i + 1) & (m->cap - 1);
+    m->key[i] = key;
+    return &m->len[i];
+}
+
+int clustersim_workload_ideal_reuse(const clustersim_workload_t *self, uint32_t block_size,
+                                    uint32_t *reused, uint64_t *working_set)
+{
+    uint64_t held = 0;
+    s_seen_t m = {0};
+    m.cap = 64;
+    while (m.cap < 4 * ((size_t)self->n + self->nhash + 1))
+        m.cap *= 2;
+    m.key = malloc(m.cap * sizeof *m.key);
+    m.len = calloc(m.cap, sizeof *m.len);
+    if (!m.key || !m.len || !block_size) {
+        free(m.key);
+        free(m.len);
+        return IPL_E_NOMEM;
+    }
+    memset(m.key, 0xff, m.cap * sizeof *m.key); // -1: empty
+    // Keys: groups 0.., subgroups 2^40 + s, Mooncake hash ids 2^41 + id (present or not).
+    const int64_t sub_base = (int64_t)1 << 40, hash_base = (int64_t)1 << 41;
+    for (uint32_t i = 0; i < self->n; i++)
+        reused[i] = 0;
+    for (uint32_t k = 0; k < self->nroots; k++) {
+        // A root, then its follow-up turns (each reuses its whole history).
+        for (int32_t i = (int32_t)self->roots[k]; i >= 0; i = self->reqs[i].next) {
+            const clustersim_req_t *r = &self->reqs[i];
+            uint64_t hit = 0;
+            if (r->prev >= 0) {
+                hit = r->base_tokens;
+            } else if (r->nhash) {
+                bool run = true;
+                for (uint32_t b = 0; b < r->nhash; b++) {
+                    uint32_t *seen = s_seen_slot(&m, hash_base + self->hash_ids[r->hash_off + b]);
+                    uint32_t n = (b + 1) * self->mooncake_block <= r->base_tokens
+                                     ? self->mooncake_block
+                                     : r->base_tokens - b * self->mooncake_block;
+                    if (run && *seen)
+                        hit += n;
+                    else
+                        run = false;
+                    if (!*seen) held += n;
+                    *seen = 1;
+                }
+            } else if (r->group >= 0) {
+                uint32_t own = r->base_tokens - r->sub_tokens;
+                uint32_t *g = s_seen_slot(&m, r->group);
+                hit = own < *g ? own : *g;
+                if (own > *g) {
+                    held += own - *g;
+                    *g = own;
+                }
+                if (r->sub >= 0) {
+                    uint32_t *s = s_seen_slot(&m, sub_base + r->sub);
+                    if (hit == own) hit += r->sub_tokens < *s ? r->sub_tokens : *s;
+                    if (r->sub_tokens > *s) {
+                        held += r->sub_tokens - *s;
+                        *s = r->sub_tokens;
+                    }
+                }
+            }
+            // Whole blocks, never the whole prompt (the engine computes at least one token).
+            uint64_t most = r->prompt_tokens ? (r->prompt_tokens - 1) / block_size : 0;
+            uint64_t blocks = hit / block_size < most ? hit / block_size : most;
+            reused[i] = (uint32_t)(blocks * block_size);
+        }
+    }
+    free(m.key);
+    free(m.len);
+    if (working_set) *working_set = held;
+    return 0;
+}
+
 uint32_t clustersim_workload_max_tokens(const clustersim_workload_t *self)
 {
     return self->max_tokens;
@@ -642,10 +876,16 @@ void clustersim_workload_prompt(const clustersim_workload_t *self, uint32_t i, u
             s_fill(s_stream(self->seed, S_KIND_BLOCK, self->hash_ids[r->hash_off + b]), 0, n,
                    buf + from);
         }
-    } else if (r->group >= 0 && (uint32_t)r->group < self->ngroups && base <= self->group_len) {
-        memcpy(buf, self->group_tokens + (size_t)r->group * self->group_len, base * sizeof *buf);
-    } else if (r->group >= 0) {
-        s_fill(s_stream(self->seed, S_KIND_GROUP, (uint64_t)r->group), 0, base, buf);
+    } else {
+        uint32_t own_base = base - r->sub_tokens; // the group's part
+        if (r->group >= 0 && (uint32_t)r->group < self->ngroups && own_base <= self->group_len)
+            memcpy(buf, self->group_tokens + (size_t)r->group * self->group_len,
+                   own_base * sizeof *buf);
+        else if (r->group >= 0)
+            s_fill(s_stream(self->seed, S_KIND_GROUP, (uint64_t)r->group), 0, own_base, buf);
+        if (r->sub >= 0)
+            s_fill(s_stream(self->seed, S_KIND_SUB, (uint64_t)r->sub), 0, r->sub_tokens,
+                   buf + own_base);
     }
     s_fill(s_stream(self->seed, S_KIND_OWN, i), 0, r->prompt_tokens - base, buf + base);
 }

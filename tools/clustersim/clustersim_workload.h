@@ -7,6 +7,10 @@
  *
  *     shared-prefix, no-prefix, our JSONL traces
  *         prompt = group stream [0, base_tokens) ‖ the request's own tokens
+ *     production (log-normal prompt lengths)
+ *         prompt = group stream [0, shared_fraction × length) ‖ the request's own tokens
+ *     many-models (a model's system prompt, then a (model, tenant) document)
+ *         prompt = group stream [0, base − sub_tokens) ‖ sub stream [0, sub_tokens) ‖ own
  *     multi-turn (turn k of a conversation)
  *         prompt = prompt(k-1) ‖ output(k-1) ‖ new user tokens      (turn 0: system prompt ‖ user)
  *     Mooncake traces
@@ -43,9 +47,15 @@ typedef enum {
     CLUSTERSIM_GEN_SHARED_PREFIX = 0, /* "shared-prefix" */
     CLUSTERSIM_GEN_MULTI_TURN,        /* "multi-turn" */
     CLUSTERSIM_GEN_NO_PREFIX,         /* "no-prefix" */
+    CLUSTERSIM_GEN_PRODUCTION,        /* "production": heavy-tailed lengths, a third reused */
+    CLUSTERSIM_GEN_ZIPF_PREFIX,       /* "zipf-prefix": a few hot prefixes among many */
+    CLUSTERSIM_GEN_BURSTY,            /* "bursty": shared-prefix prompts, on/off arrivals */
+    CLUSTERSIM_GEN_KV_PRESSURE,       /* "kv-pressure": prefixes far beyond the cluster's cache */
+    CLUSTERSIM_GEN_MANY_MODELS,       /* "many-models": model and tenant prefixes, nested */
 } clustersim_gen_kind_t;
+#define CLUSTERSIM_GEN_NKINDS 8
 
-/* "shared-prefix" | "multi-turn" | "no-prefix". 0 or IPL_E_INVAL. */
+/* A built-in workload's name (the list above). 0 or IPL_E_INVAL. */
 int clustersim_gen_kind_parse(const char *name, clustersim_gen_kind_t *out);
 const char *clustersim_gen_kind_name(clustersim_gen_kind_t kind);
 
@@ -62,6 +72,18 @@ typedef struct {
     double think_s;  /* multi-turn: mean think time (exponential) before a follow-up turn */
     uint32_t models; /* model names to spread requests over (by group / conversation); >= 1 */
     uint32_t tenants;
+    /* production: prompt lengths log-normal with this median and 90th percentile, cut to
+     * [block, prompt_max]; each prompt's leading shared_fraction comes from its group. */
+    uint32_t prompt_median, prompt_p90, prompt_max;
+    double shared_fraction;
+    /* bursty: arrivals only during "on" periods (exponential, mean burst_on_s), none during
+     * "off" ones (mean burst_off_s), at rate × (on + off) / on while on: the mean is `rate`. */
+    double burst_on_s, burst_off_s;
+    /* many-models: model m ∝ 1/(m+1)^group_skew, tenant t ∝ 1/(t+1)^tenant_skew; a prompt is
+     * the model's system prompt (prefix_tokens), the (model, tenant) document (sub_tokens)
+     * and suffix_tokens of its own. */
+    uint32_t sub_tokens;
+    double tenant_skew;
 } clustersim_gen_config_t;
 
 /* The defaults of `kind` (shaped like the published benchmark; see docs/clustersim.md). */
@@ -84,6 +106,8 @@ typedef struct {
     uint32_t output_tokens; /* >= 1 */
     uint32_t base_tokens;   /* leading tokens shared by construction (group prefix, history) */
     int32_t group;          /* prefix group / system prompt, -1: none */
+    int32_t sub;            /* many-models: the (model, tenant) document, -1: none */
+    uint32_t sub_tokens;    /* ... its tokens: the last sub_tokens of base_tokens */
     int32_t prev, next;     /* multi-turn links, -1: none */
     uint32_t tenant, model; /* indexes into the name tables */
     uint32_t hash_off;      /* Mooncake: first hash id in the workload's table */
@@ -111,6 +135,16 @@ uint32_t clustersim_workload_count(const clustersim_workload_t *self);
 const clustersim_req_t *clustersim_workload_req(const clustersim_workload_t *self, uint32_t i);
 /* The open-loop requests (no previous turn) by arrival time, ties by index. Borrowed. */
 const uint32_t *clustersim_workload_roots(const clustersim_workload_t *self, uint32_t *n);
+/* The prompt tokens each request could find cached if every earlier request's prompt were
+ * kept in one infinite cache (whole blocks of `block_size`: what it shares with the earlier
+ * requests by construction — its group's longest earlier prefix, its previous turn, the
+ * Mooncake hash ids it repeats from the start) into reused[i] (count entries). Arrival order
+ * is the roots' order; a follow-up turn reuses its whole history. *working_set (may be NULL)
+ * gets the tokens such a cache would hold for the shared parts: every group's longest prefix,
+ * every document, every distinct Mooncake block (not the histories). 0 or IPL_E_NOMEM. */
+int clustersim_workload_ideal_reuse(const clustersim_workload_t *self, uint32_t block_size,
+                                    uint32_t *reused, uint64_t *working_set);
+
 /* The longest prompt + output of any request (to size buffers). */
 uint32_t clustersim_workload_max_tokens(const clustersim_workload_t *self);
 

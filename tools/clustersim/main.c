@@ -26,11 +26,19 @@
 #define S_MAX_ITEMS 32
 
 typedef struct {
-    char *workloads, *trace, *strategies, *pool_mode, *profile, *delay, *log_level, *csv;
+    char *workloads, *trace, *strategies, *pool_mode, *profile, *delay, *log_level, *csv, *load,
+        *pool_profiles, *pool_blocks;
     int64_t requests, prefix_groups, prefix_tokens, suffix_tokens, output_tokens, turns, models,
         tenants, pools, workers_per_pool, num_gpu_blocks, max_num_seqs, max_batched, block_size,
-        sample_ms, seed, load_gate, ttl_ms, mooncake_block;
-    double rate, think_s, trace_speed, slo_ttft_s, group_skew;
+        sample_ms, seed, load_gate, ttl_ms, mooncake_block, prompt_median, prompt_p90, prompt_max,
+        sub_tokens;
+    double rate, think_s, trace_speed, slo_ttft_s, group_skew, tenant_skew, shared_fraction,
+        burst_on_s, burst_off_s;
+    // Parsed lists (--pool-profiles, --pool-blocks), pointing into the flags' strings.
+    char *profiles_v[S_MAX_ITEMS];
+    uint32_t blocks_v[S_MAX_ITEMS];
+    size_t nprofiles, nblocks;
+    double load_factor; // --load as a fraction of the capacity; 0: --rate
     bool json, calibrate, verbose;
 } s_flags_t;
 
@@ -51,7 +59,8 @@ static const char *s_default_strategies(void)
 static void s_declare(ipl_config_t *c, s_flags_t *f)
 {
     ipl_config_add(c, "workload", IPL_OPT_STR, &f->workloads, "shared-prefix",
-                   "comma-separated built-in workloads: shared-prefix, multi-turn, no-prefix");
+                   "comma-separated built-in workloads: shared-prefix, multi-turn, no-prefix, "
+                   "production, zipf-prefix, bursty, kv-pressure, many-models");
     ipl_config_add(c, "trace", IPL_OPT_STR, &f->trace, NULL,
                    "a JSONL trace instead (ours or Mooncake-style; see docs/clustersim.md)");
     ipl_config_add(c, "strategies", IPL_OPT_STR, &f->strategies, s_default_strategies(),
@@ -60,10 +69,32 @@ static void s_declare(ipl_config_t *c, s_flags_t *f)
                    "requests per workload (0: the workload's default; a trace: all lines)");
     ipl_config_add(c, "rate", IPL_OPT_DOUBLE, &f->rate, "0",
                    "Poisson arrivals per second (0: the workload's default)");
+    ipl_config_add(c, "load", IPL_OPT_STR, &f->load, NULL,
+                   "the rate as a share of the cluster's capacity for this workload (its mean "
+                   "service demand, docs/clustersim.md): light (0.5), near (0.85), over (1.2) or "
+                   "a number; replaces --rate");
     ipl_config_add(c, "prefix-groups", IPL_OPT_INT, &f->prefix_groups, "-1",
                    "shared prefixes (multi-turn: system prompts); -1: the workload's default");
-    ipl_config_add(c, "group-skew", IPL_OPT_DOUBLE, &f->group_skew, "0",
-                   "popularity of prefix group g ∝ 1/(g+1)^SKEW (Zipf); 0: uniform");
+    ipl_config_add(c, "group-skew", IPL_OPT_DOUBLE, &f->group_skew, "-1",
+                   "popularity of prefix group g ∝ 1/(g+1)^SKEW (Zipf; 0 uniform); -1: the "
+                   "workload's default");
+    ipl_config_add(c, "tenant-skew", IPL_OPT_DOUBLE, &f->tenant_skew, "-1",
+                   "many-models: popularity of tenant t ∝ 1/(t+1)^SKEW; -1: the default (1)");
+    ipl_config_add(c, "prompt-median", IPL_OPT_INT, &f->prompt_median, "-1",
+                   "production: median prompt length (log-normal); -1: the default (7000)");
+    ipl_config_add(c, "prompt-p90", IPL_OPT_INT, &f->prompt_p90, "-1",
+                   "production: 90th percentile of the prompt length; -1: the default (27000)");
+    ipl_config_add(c, "prompt-max", IPL_OPT_INT, &f->prompt_max, "-1",
+                   "production: longest prompt; -1: the default (100000)");
+    ipl_config_add(c, "shared-fraction", IPL_OPT_DOUBLE, &f->shared_fraction, "-1",
+                   "production: leading share of each prompt taken from its group; -1: the "
+                   "default (0.45)");
+    ipl_config_add(c, "burst-on-s", IPL_OPT_DOUBLE, &f->burst_on_s, "-1",
+                   "on/off arrivals: mean on period (s); 0: Poisson; -1: the workload's default");
+    ipl_config_add(c, "burst-off-s", IPL_OPT_DOUBLE, &f->burst_off_s, "-1",
+                   "on/off arrivals: mean off period (s); -1: the workload's default");
+    ipl_config_add(c, "sub-tokens", IPL_OPT_INT, &f->sub_tokens, "-1",
+                   "many-models: the (model, tenant) document's tokens; -1: the default");
     ipl_config_add(c, "prefix-tokens", IPL_OPT_INT, &f->prefix_tokens, "-1",
                    "shared prefix length; -1: the workload's default");
     ipl_config_add(c, "suffix-tokens", IPL_OPT_INT, &f->suffix_tokens, "-1",
@@ -75,10 +106,11 @@ static void s_declare(ipl_config_t *c, s_flags_t *f)
                    "multi-turn: turns per conversation; -1: the default (5)");
     ipl_config_add(c, "think-s", IPL_OPT_DOUBLE, &f->think_s, "-1",
                    "multi-turn: mean think time after an answer (s); -1: the default (5)");
-    ipl_config_add(c, "models", IPL_OPT_INT, &f->models, "1",
-                   "generated workloads: model names to spread requests over");
-    ipl_config_add(c, "tenants", IPL_OPT_INT, &f->tenants, "1",
-                   "generated workloads: tenants to spread requests over");
+    ipl_config_add(c, "models", IPL_OPT_INT, &f->models, "0",
+                   "generated workloads: model names to spread requests over (0: the "
+                   "workload's, 1 but for many-models)");
+    ipl_config_add(c, "tenants", IPL_OPT_INT, &f->tenants, "0",
+                   "generated workloads: tenants to spread requests over (0: the workload's)");
     ipl_config_add(c, "trace-speed", IPL_OPT_DOUBLE, &f->trace_speed, "1",
                    "replay a trace this many times faster");
     ipl_config_add(c, "mooncake-block-tokens", IPL_OPT_INT, &f->mooncake_block, "512",
@@ -93,6 +125,12 @@ static void s_declare(ipl_config_t *c, s_flags_t *f)
                    "simulated GPU + model (sim_profile)");
     ipl_config_add(c, "num-gpu-blocks", IPL_OPT_INT, &f->num_gpu_blocks, "0",
                    "KV capacity per worker in blocks (0: the profile's)");
+    ipl_config_add(c, "pool-profiles", IPL_OPT_STR, &f->pool_profiles, NULL,
+                   "heterogeneous worker sets: comma-separated profiles, set P gets item P mod "
+                   "N (each set is then calibrated apart)");
+    ipl_config_add(c, "pool-blocks", IPL_OPT_STR, &f->pool_blocks, NULL,
+                   "heterogeneous worker sets: comma-separated KV blocks per worker, set P gets "
+                   "item P mod N (0: the profile's)");
     ipl_config_add(c, "max-num-seqs", IPL_OPT_INT, &f->max_num_seqs, "256",
                    "running requests per worker at most");
     ipl_config_add(c, "max-num-batched-tokens", IPL_OPT_INT, &f->max_batched, "8192",
@@ -152,13 +190,72 @@ static int s_parse_delay(const char *text, double *lo, double *hi)
     return 0;
 }
 
+/* --load, --pool-profiles and --pool-blocks into f's parsed fields. NULL, or why not (in
+ * `why` when it names a value). */
+static const char *s_parse_sets(s_flags_t *f, char *why, size_t whylen)
+{
+    if (f->load) {
+        char *end;
+        f->load_factor = !strcmp(f->load, "light")  ? 0.5
+                         : !strcmp(f->load, "near") ? 0.85
+                         : !strcmp(f->load, "over") ? 1.2
+                                                    : strtod(f->load, &end);
+        if (strcmp(f->load, "light") && strcmp(f->load, "near") && strcmp(f->load, "over") &&
+            (*end || end == f->load))
+            f->load_factor = 0;
+        if (!(f->load_factor > 0) || f->load_factor > 100)
+            return "--load must be light, near, over or a share of the capacity in (0, 100]";
+        if (f->trace) return "--load applies to generated workloads (use --trace-speed)";
+    }
+    char profiles[256];
+    if (f->pool_profiles) {
+        f->nprofiles = s_split(f->pool_profiles, f->profiles_v);
+        for (size_t i = 0; i < f->nprofiles; i++)
+            if (!sim_profile_find(f->profiles_v[i]) || !*f->profiles_v[i]) {
+                snprintf(why, whylen, "--pool-profiles: unknown profile \"%s\" (known: %s)",
+                         f->profiles_v[i], sim_profile_names(profiles, sizeof profiles));
+                return why;
+            }
+        if (!f->nprofiles) return "--pool-profiles: give at least one profile";
+    }
+    if (f->pool_blocks) {
+        char *items[S_MAX_ITEMS];
+        f->nblocks = s_split(f->pool_blocks, items);
+        for (size_t i = 0; i < f->nblocks; i++) {
+            char *end;
+            long v = strtol(items[i], &end, 10);
+            if (end == items[i] || *end || v < 0 || v > 100000000) {
+                snprintf(why, whylen,
+                         "--pool-blocks: \"%s\" is not a block count 0..100000000 (0: the "
+                         "profile's)",
+                         items[i]);
+                return why;
+            }
+            f->blocks_v[i] = (uint32_t)v;
+        }
+        if (!f->nblocks) return "--pool-blocks: give at least one count";
+    }
+    return NULL;
+}
+
 static const char *s_check(const s_flags_t *f)
 {
     if (f->requests < 0 || f->requests > 100000000) return "--requests must be 0..100000000";
     if (f->rate < 0) return "--rate must be >= 0";
-    if (!(f->group_skew >= 0) || f->group_skew > 10) return "--group-skew must be 0..10";
-    if (f->models < 1 || f->tenants < 1 || f->models > 100000 || f->tenants > 100000)
-        return "--models and --tenants must be 1..100000";
+    if (f->models < 0 || f->tenants < 0 || f->models > 100000 || f->tenants > 100000)
+        return "--models and --tenants must be 1..100000 (0: the workload's)";
+    if ((f->tenant_skew < 0 && f->tenant_skew != -1) || f->tenant_skew > 10 ||
+        (f->group_skew < 0 && f->group_skew != -1) || f->group_skew > 10)
+        return "--group-skew and --tenant-skew must be 0..10";
+    if (f->prompt_median == 0 || f->prompt_median < -1 || f->prompt_p90 < -1 ||
+        f->prompt_max < -1 || f->prompt_median > 1000000 || f->prompt_max > 1000000 ||
+        f->prompt_p90 > 1000000 || f->sub_tokens < -1 || f->sub_tokens > 1000000)
+        return "--prompt-median must be 1..1000000, --prompt-p90, --prompt-max, --sub-tokens "
+               "0..1000000 (-1: the default)";
+    if ((f->shared_fraction < 0 && f->shared_fraction != -1) || f->shared_fraction >= 1)
+        return "--shared-fraction must be in [0, 1)";
+    if ((f->burst_on_s < 0 && f->burst_on_s != -1) || (f->burst_off_s < 0 && f->burst_off_s != -1))
+        return "--burst-on-s and --burst-off-s must be >= 0";
     if (f->pools < 1 || f->workers_per_pool < 1 || f->pools * f->workers_per_pool > 1024)
         return "--pools and --workers-per-pool must be >= 1, with at most 1024 workers in all";
     if (strcmp(f->pool_mode, "shared") && strcmp(f->pool_mode, "split"))
@@ -180,6 +277,76 @@ static const char *s_check(const s_flags_t *f)
     return NULL;
 }
 
+// The profile and KV blocks of worker set p (--pool-profiles, --pool-blocks, as the cluster
+// applies them).
+static const sim_profile_t *s_set_profile(const s_flags_t *f, size_t p, uint32_t *blocks)
+{
+    const sim_profile_t *sp =
+        sim_profile_find(f->nprofiles ? f->profiles_v[p % f->nprofiles] : f->profile);
+    *blocks = f->num_gpu_blocks ? (uint32_t)f->num_gpu_blocks : sp->num_gpu_blocks;
+    if (f->nblocks && f->blocks_v[p % f->nblocks]) *blocks = f->blocks_v[p % f->nblocks];
+    return sp;
+}
+
+// Decode steps are shared by the sequences decoding together: the part of a step's fixed cost
+// one output token bears, for the capacity estimate.
+#define S_DECODE_BATCH 16.0
+
+/* The cluster's capacity for `wl` in requests per second: Σ over worker sets of workers /
+ * the mean service demand of a request on that set's profile, where a request's demand is
+ *   prefill_token_s × (prompt − h × its ideal reuse)            (clustersim_workload_ideal_reuse)
+ *   + output × (decode_seq_s + step_s / 16 + context_token_s × (prompt + output / 2))
+ * — the engine's step model (sim_profile.h) with every reusable block cached once, as far as
+ * the caches hold them (h = min(1, the cluster's KV tokens / the shared parts' working set)),
+ * and decode steps shared by 16 sequences. An estimate, not a measurement: docs/clustersim.md
+ * compares it with the load where queues start to grow. 0 on allocation failure. */
+static double s_capacity(const s_flags_t *f, const clustersim_workload_t *wl)
+{
+    uint32_t n = clustersim_workload_count(wl);
+    uint32_t *reused = malloc((n ? n : 1) * sizeof *reused);
+    uint64_t working_set = 0;
+    if (!reused ||
+        clustersim_workload_ideal_reuse(wl, (uint32_t)f->block_size, reused, &working_set) != 0) {
+        free(reused);
+        return 0;
+    }
+    // What the cluster's caches can hold of the shared parts bounds the reuse.
+    double cache = 0;
+    for (size_t p = 0; p < (size_t)f->pools; p++) {
+        uint32_t blocks;
+        (void)s_set_profile(f, p, &blocks);
+        cache += (double)f->workers_per_pool * blocks * (double)f->block_size;
+    }
+    double held = working_set > cache ? cache / (double)working_set : 1.0;
+    double reuse = 0, tokens = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        reuse += reused[i];
+        tokens += clustersim_workload_req(wl, i)->prompt_tokens;
+    }
+    fprintf(stderr,
+            "clustersim: %s: ideal reuse %.1f%% of prompt tokens, shared working set %.0fk "
+            "tokens, the caches hold %.0f%% of it\n",
+            clustersim_workload_name(wl), tokens > 0 ? 100.0 * reuse / tokens : 0,
+            (double)working_set / 1000.0, 100.0 * held);
+    double capacity = 0;
+    for (size_t p = 0; p < (size_t)f->pools; p++) {
+        uint32_t blocks;
+        const sim_profile_t *sp = s_set_profile(f, p, &blocks);
+        double demand = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            const clustersim_req_t *r = clustersim_workload_req(wl, i);
+            double out = r->output_tokens, prompt = r->prompt_tokens;
+            demand += sp->prefill_token_s * (prompt - held * reused[i]) +
+                      out * (sp->decode_seq_s + sp->step_s / S_DECODE_BATCH +
+                             sp->context_token_s * (prompt + out / 2));
+        }
+        demand /= n ? n : 1;
+        if (demand > 0) capacity += (double)f->workers_per_pool / demand;
+    }
+    free(reused);
+    return capacity;
+}
+
 static clustersim_workload_t *s_workload(const s_flags_t *f, const char *name, char *err,
                                          size_t errlen)
 {
@@ -199,7 +366,8 @@ static clustersim_workload_t *s_workload(const s_flags_t *f, const char *name, c
     if (clustersim_gen_kind_parse(name, &kind) != 0) {
         snprintf(err, errlen,
                  "--workload: unknown workload \"%s\" (known: shared-prefix, multi-turn, "
-                 "no-prefix; or --trace FILE)",
+                 "no-prefix, production, zipf-prefix, bursty, kv-pressure, many-models; or "
+                 "--trace FILE)",
                  name);
         return NULL;
     }
@@ -214,10 +382,30 @@ static clustersim_workload_t *s_workload(const s_flags_t *f, const char *name, c
     if (f->output_tokens > 0) g.output_tokens = (uint32_t)f->output_tokens;
     if (f->turns > 0) g.turns = (uint32_t)f->turns;
     if (f->think_s >= 0) g.think_s = f->think_s;
-    g.group_skew = f->group_skew;
-    g.models = (uint32_t)f->models;
-    g.tenants = (uint32_t)f->tenants;
+    if (f->group_skew >= 0) g.group_skew = f->group_skew;
+    if (f->tenant_skew >= 0) g.tenant_skew = f->tenant_skew;
+    if (f->models > 0) g.models = (uint32_t)f->models;
+    if (f->tenants > 0) g.tenants = (uint32_t)f->tenants;
+    if (f->prompt_median > 0) g.prompt_median = (uint32_t)f->prompt_median;
+    if (f->prompt_p90 >= 0) g.prompt_p90 = (uint32_t)f->prompt_p90;
+    if (f->prompt_max >= 0) g.prompt_max = (uint32_t)f->prompt_max;
+    if (f->shared_fraction >= 0) g.shared_fraction = f->shared_fraction;
+    if (f->burst_on_s >= 0) g.burst_on_s = f->burst_on_s;
+    if (f->burst_off_s >= 0) g.burst_off_s = f->burst_off_s;
+    if (f->sub_tokens >= 0) g.sub_tokens = (uint32_t)f->sub_tokens;
     clustersim_workload_t *wl = clustersim_workload_generate(kind, &g);
+    if (wl && f->load_factor > 0) {
+        // --load: the same workload again at the share of the capacity it asks for.
+        double capacity = s_capacity(f, wl);
+        if (capacity > 0) {
+            g.rate = f->load_factor * capacity;
+            clustersim_workload_destroy(&wl);
+            wl = clustersim_workload_generate(kind, &g);
+            fprintf(stderr,
+                    "clustersim: %s: load %s = %.2f x capacity %.3f req/s: rate %.3f req/s\n", name,
+                    f->load, f->load_factor, capacity, g.rate);
+        }
+    }
     if (!wl)
         snprintf(err, errlen,
                  "workload %s: invalid sizes (a prompt needs at least one token) or "
@@ -234,6 +422,10 @@ static void s_cluster_config(const s_flags_t *f, clustersim_config_t *c, double 
     c->split = !strcmp(f->pool_mode, "split");
     c->profile = f->profile;
     c->num_gpu_blocks = (uint32_t)f->num_gpu_blocks;
+    c->pool_profiles = (const char *const *)f->profiles_v;
+    c->npool_profiles = (uint32_t)f->nprofiles;
+    c->pool_blocks = f->blocks_v;
+    c->npool_blocks = (uint32_t)f->nblocks;
     c->block_size = (uint32_t)f->block_size;
     c->max_num_seqs = (uint32_t)f->max_num_seqs;
     c->max_num_batched_tokens = (uint32_t)f->max_batched;
@@ -322,6 +514,7 @@ int main(int argc, char **argv)
                  sim_profile_names(profiles, sizeof profiles));
         bad = why;
     }
+    if (!bad) bad = s_parse_sets(&f, why, sizeof why);
     if (bad) {
         fprintf(stderr, "inferplane-clustersim: %s\n", bad);
         ipl_config_destroy(&c);

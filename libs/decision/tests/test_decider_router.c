@@ -249,8 +249,8 @@ static void test_load_gate(void **state)
     assert_false(s_cand(f, "b")->c.eligible);
     assert_string_equal(s_cand(f, "b")->c.note,
                         "380.0 ms = 0.0 base + 300.0 wait + 80.0 prefill (80 tok); cost 460.0 "
-                        "ms (+80.0 ms its prefill holds the worker); load gate: queue 3 > least "
-                        "loaded 0 + 2, and load 3 > 1.5 x the least 0");
+                        "ms (+80.0 ms it imposes on the requests behind it); load gate: queue 3 > "
+                        "least loaded 0 + 2, and load 3 > 1.5 x the least 0");
     assert_float_equal(s_cand(f, "b")->c.predicted_ttft_s, 0.38, 1e-9);
     assert_non_null(strstr(f->d.detail, "b holds 320 cached tokens but its queue 3"));
 }
@@ -299,8 +299,8 @@ static void test_degraded_down_and_unsampled(void **state)
     assert_int_equal(s_cand(f, "b")->c.cached_tokens, 0);
     assert_string_equal(s_cand(f, "b")->c.note,
                         "kv degraded: load only; 500.0 ms = 0.0 base + 100.0 wait + 400.0 "
-                        "prefill (400 tok); cost 900.0 ms (+400.0 ms its prefill holds the "
-                        "worker)");
+                        "prefill (400 tok); cost 900.0 ms (+400.0 ms it imposes on the requests "
+                        "behind it)");
     assert_float_equal(s_cand(f, "b")->c.predicted_ttft_s, 0.5, 1e-9);
     assert_string_equal(f->d.worker->name, "c");
     assert_string_equal(f->d.reason, "least_loaded");
@@ -488,10 +488,10 @@ static void test_max_queue_and_overloaded(void **state)
     decider_router_destroy(&r);
 }
 
-// Temperature 0.3 s over the costs (prediction + the prefill's hold on the worker, ×1.02 for
-// b, which is routed ~0.26 requests/s here): b 0.08 + 0.082 = 0.162 s (b has nothing waiting
-// here), c 0.40 + 0.40 = 0.80 s, a 0.43 + 0.40 = 0.83 s: p ∝ exp(−cost/T): b 1,
-// c e^−2.13 = 0.119, a e^−2.23 = 0.108 → b 81.5 %, c 9.7 %, a 8.8 %.
+// Temperature 0.3 s over the costs (prediction + the prefill it imposes; no worker has work
+// queued — a runs 3, nobody waits —, so the requests arriving behind it count for nothing): b
+// 0.08 + 0.08 = 0.16 s, c 0.40 + 0.40 = 0.80 s, a 0.43 + 0.40 = 0.83 s: p ∝ exp(−cost/T): b 1,
+// c e^−2.13 = 0.118, a e^−2.23 = 0.107 → b 81.6 %, c 9.7 %, a 8.7 %.
 static void test_temperature_samples(void **state)
 {
     s_fix_t *f = *state;

@@ -6,6 +6,7 @@
  * blocks; a prompt of 10 full blocks (160 tokens) whose first blocks w1, w2, w3 hold 2, 5
  * and 8 of (so 8, 5 and 2 blocks to prefill).
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -47,8 +48,17 @@ typedef struct {
     uint64_t wall, mono;
 } s_fix_t;
 
+static void s_load_blocks(s_fix_t *f, const char *w, uint64_t running, uint64_t waiting,
+                          double kv_usage, uint64_t health, uint32_t num_blocks);
+
 static void s_load(s_fix_t *f, const char *w, uint64_t running, uint64_t waiting, double kv_usage,
                    uint64_t health)
+{
+    s_load_blocks(f, w, running, waiting, kv_usage, health, 100);
+}
+
+static void s_load_blocks(s_fix_t *f, const char *w, uint64_t running, uint64_t waiting,
+                          double kv_usage, uint64_t health, uint32_t num_blocks)
 {
     ipl_msg_t m = {.type = IPL_MSG_LOAD};
     m.u.load = (ipl_load_t){.worker = (char *)w,
@@ -57,7 +67,7 @@ static void s_load(s_fix_t *f, const char *w, uint64_t running, uint64_t waiting
                             .waiting = waiting,
                             .kv_usage = kv_usage,
                             .block_size = BS,
-                            .num_blocks = 100,
+                            .num_blocks = num_blocks,
                             .health = health,
                             .kv_state = IPL_KV_EXACT};
     assert_int_equal(decider_state_apply(f->state, &m, 0), 0);
@@ -382,10 +392,14 @@ static void test_ttft_waits_for_a_pending_prefix(void **state)
 // 100 blocks of a family of prompts (distinct last 2 blocks); 6 of them routed there at once
 // make its queue 6 > 0 + 4, but they are the router's own (32 tokens of prefill each, in its
 // backlog): the 7th still goes to w3. The same queue from a sample after the backlog drained
-// (load the router cannot account for) is gated.
+// (load the router cannot account for) is gated. (Workers of 1,000 blocks here: on 100, the
+// seven prompts of 100 blocks could not all be held by w3 at once, and the KV gate would say
+// so.)
 static void test_ttft_gate_spares_the_own_backlog(void **state)
 {
     s_fix_t *f = *state;
+    for (const char *const *w = (const char *const[]){"w1", "w2", "w3", NULL}; *w; w++)
+        s_load_blocks(f, *w, 0, 0, 0, IPL_HEALTH_UP, 1000);
     s_store(f, "w3", s_hashes, 98);
     uint64_t p[100];
     memcpy(p, s_hashes, sizeof p);
@@ -453,6 +467,80 @@ static void test_ttft_gate_needs_an_idle_worker_or_a_wide_gap(void **state)
     assert_true(s_cand(f, "w3")->c.eligible);
     assert_null(strstr(s_cand(f, "w3")->c.note, "load gate"));
     assert_string_not_equal(f->d.reason, "load_gate");
+}
+
+// The delay a placement imposes on the requests behind it (s_imposed): (1 + busy share ×
+// the requests routed there until its first token) × its prefill. With nobody queued (busy 0)
+// it is the candidate's own prefill; with w1 queueing (1 of 3 busy), w3 — routed to just
+// before, so it attracts arrivals — is charged a third of them on top.
+static void test_ttft_imposed_delay_needs_busy_workers(void **state)
+{
+    s_fix_t *f = *state;
+    assert_int_equal(s_route(f, "ttft"), IPL_ROUTE_OK);
+    for (const char *const *w = (const char *const[]){"w1", "w2", "w3", NULL}; *w; w++)
+        assert_float_equal(s_cand(f, *w)->score,
+                           s_cand(f, *w)->c.predicted_ttft_s + s_cand(f, *w)->terms.prefill_s,
+                           1e-12);
+    assert_string_equal(f->d.worker->name, "w3");
+    assert_non_null(strstr(s_cand(f, "w2")->c.note, "it imposes on the requests behind it"));
+    s_reload(f, (uint64_t[]){5, 0, 0}, (double[]){0, 0, 0});
+    assert_int_equal(s_route(f, "ttft"), IPL_ROUTE_OK);
+    const decider_candidate_t *w2 = s_cand(f, "w2"), *w3 = s_cand(f, "w3");
+    assert_float_equal(w2->score, w2->c.predicted_ttft_s + w2->terms.prefill_s, 1e-12);
+    // w3's one routing, 4 s ago, decayed over a minute; a third of its arrivals counted.
+    double arrivals = exp(-4.0 / DECIDER_MEMORY_RECENT_TAU_S) / DECIDER_MEMORY_RECENT_TAU_S *
+                      w3->c.predicted_ttft_s;
+    assert_float_equal(w3->score, w3->c.predicted_ttft_s + (1 + arrivals / 3) * w3->terms.prefill_s,
+                       1e-12);
+}
+
+// The KV gate: a prompt needing a fifth of a worker's KV or more (30 of 100 blocks) does not go
+// to a worker whose running requests hold too much of it (w3: 80 in use + 30 > 100) while
+// another can hold it; when none can, nobody is gated; a short prompt (10 blocks) is never
+// asked.
+static void test_ttft_kv_gate_for_long_prompts(void **state)
+{
+    s_fix_t *f = *state;
+    s_reload(f, (uint64_t[]){0, 0, 0}, (double[]){0, 0, 0.8});
+    assert_int_equal(s_route_n(f, "ttft", s_hashes, 30, true), IPL_ROUTE_OK);
+    assert_false(s_cand(f, "w3")->c.eligible);
+    assert_string_not_equal(f->d.worker->name, "w3");
+    assert_string_equal(f->d.reason, "load_gate");
+    assert_non_null(strstr(s_cand(f, "w3")->c.note, "KV gate"));
+    assert_non_null(strstr(f->d.detail, "cannot hold the prompt's 480 tokens"));
+    s_reload(f, (uint64_t[]){0, 0, 0}, (double[]){0.8, 0.8, 0.8});
+    assert_int_equal(s_route_n(f, "ttft", s_hashes, 30, true), IPL_ROUTE_OK);
+    assert_string_equal(f->d.worker->name, "w3");
+    assert_true(s_cand(f, "w3")->c.eligible);
+    s_reload(f, (uint64_t[]){0, 0, 0}, (double[]){0, 0, 0.95});
+    assert_int_equal(s_route(f, "ttft"), IPL_ROUTE_OK);
+    assert_string_equal(f->d.worker->name, "w3");
+    // The workers that could hold it (w2, w3) are load-gated (20 queued against w1's 0): the
+    // KV gate needs one that fits and that the load gate keeps, else it would leave nobody.
+    s_reload(f, (uint64_t[]){0, 20, 20}, (double[]){0.9, 0, 0});
+    assert_int_equal(s_route_n(f, "ttft", s_hashes, 30, true), IPL_ROUTE_OK);
+    assert_string_equal(f->d.worker->name, "w1");
+    assert_true(s_cand(f, "w1")->c.eligible);
+}
+
+// Placement by count holds only within the tie band of the best cost: w1, given no prefix, has
+// 4 requests queued (not enough for the load gate, but ~0.34 s of predicted wait: far beyond
+// the band), so a new prompt goes to w2 or w3, which were given prefixes but are idle.
+static void test_ttft_placement_by_count_within_the_band(void **state)
+{
+    s_fix_t *f = *state;
+    uint64_t p[3][NB];
+    for (int k = 0; k < 3; k++) {
+        for (int i = 0; i < NB; i++)
+            p[k][i] = 0xcd0000 + 0x100 * (uint64_t)k + (uint64_t)i;
+        s_reload(f, (uint64_t[]){4, 0, 0}, (double[]){0, 0, 0});
+        assert_int_equal(s_route_n(f, "ttft", p[k], NB, true), IPL_ROUTE_OK);
+        assert_int_equal(f->d.cached_tokens, 0);
+        assert_string_not_equal(f->d.worker->name, "w1");
+    }
+    // The first two went to w2 and w3 (one each), so w1 had the fewest for the third, but its
+    // wait kept it out of the band.
+    assert_true(s_cand(f, "w1")->score > s_cand(f, f->d.worker->name)->score + 0.010);
 }
 
 // A terse router, or a terse request, decides the same without writing notes or the detail.
@@ -530,6 +618,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ttft_places_a_prefix_where_fewest_were_placed, s_setup,
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_ttft_gate_needs_an_idle_worker_or_a_wide_gap, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_ttft_imposed_delay_needs_busy_workers, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_ttft_kv_gate_for_long_prompts, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_ttft_placement_by_count_within_the_band, s_setup,
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_terse, s_setup, s_teardown),
     };
