@@ -8,6 +8,7 @@
 #   make image       the Docker images, built from the repository (docs/compose.md)
 #   make compose-up  the same stack on docker-compose (REPLICAS too); make compose-down
 #   make bench       benchmarks (see docs/benchmarks.md)
+#   make bench-quick the end-to-end benchmark's short version (about 25 s)
 #   make SANITIZE=1  the same with -fsanitize=address,undefined, into build-san/
 #
 # Everything is found with pkg-config; new .c files are picked up by wildcard, so adding a
@@ -162,6 +163,21 @@ run: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) tools/run-stack
 
+# Docker (docs/compose.md): compose/stack runs tools/deps-docker.sh first (Docker from Debian,
+# a private dockerd where none runs, the base images). REPLICAS (also read by tools/run-stack
+# for `make run`) is "NAME=N ...", e.g. REPLICAS="decider=3 gateway=2".
+IMAGE     ?= inferplane:dev
+OPS_IMAGE ?= inferplane-ops:dev
+.PHONY: image compose-up compose-down
+image:
+	@IMAGE=$(IMAGE) OPS_IMAGE=$(OPS_IMAGE) VERSION=$(VERSION) compose/stack image
+
+compose-up: image
+	@IMAGE=$(IMAGE) OPS_IMAGE=$(OPS_IMAGE) compose/stack up $(REPLICAS)
+
+compose-down:
+	@IMAGE=$(IMAGE) OPS_IMAGE=$(OPS_IMAGE) compose/stack down
+
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) tools/run-bench
@@ -169,6 +185,13 @@ bench: deps
 bench-micro: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) tools/run-bench --micro
+
+# The end-to-end benchmark's short version (bench/bench_e2e.py --quick: 2 workers, 3
+# strategies, a few seconds per cell); integration/test_bench_quick.py runs it in make test.
+.PHONY: bench-quick
+bench-quick: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) bench/bench_e2e.py --quick
 
 proto-doc: $(BUILD)/inferplanectl
 	$(BUILD)/inferplanectl proto-doc > docs/protocol.md
@@ -184,21 +207,6 @@ clean:
 	rm -rf build build-san
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
-
-# Docker (docs/compose.md): compose/stack runs tools/deps-docker.sh first (Docker from Debian,
-# a private dockerd where none runs, the base images). REPLICAS (also read by tools/run-stack
-# for `make run`) is "NAME=N ...", e.g. REPLICAS="decider=3 gateway=2".
-IMAGE     ?= inferplane:dev
-OPS_IMAGE ?= inferplane-ops:dev
-.PHONY: image compose-up compose-down
-image:
-	@IMAGE=$(IMAGE) OPS_IMAGE=$(OPS_IMAGE) VERSION=$(VERSION) compose/stack image
-
-compose-up: image
-	@IMAGE=$(IMAGE) OPS_IMAGE=$(OPS_IMAGE) compose/stack up $(REPLICAS)
-
-compose-down:
-	@IMAGE=$(IMAGE) OPS_IMAGE=$(OPS_IMAGE) compose/stack down
 
 # libFuzzer targets (fuzz/fuzz_*.c), built with clang into build-fuzz/.
 #   make fuzz                 build them and run each for FUZZ_SECONDS (default 60)

@@ -4,6 +4,7 @@
 #include "bench_rng.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,10 +76,12 @@ int bench_len_parse(const char *spec, bench_len_t *out, char *err, size_t errlen
         out->kind = BENCH_LEN_NORMAL;
     else if (klen == 9 && !strncmp(spec, "lognormal", 9))
         out->kind = BENCH_LEN_LOGNORMAL;
+    else if (klen == 11 && !strncmp(spec, "exponential", 11))
+        out->kind = BENCH_LEN_EXPONENTIAL;
     else {
         ipl_errf(err, errlen,
                  "\"%s\": unknown distribution \"%.*s\" (fixed, uniform, normal, "
-                 "lognormal)",
+                 "lognormal, exponential)",
                  spec, (int)klen, spec);
         return IPL_E_INVAL;
     }
@@ -94,16 +97,21 @@ int bench_len_parse(const char *spec, bench_len_t *out, char *err, size_t errlen
         if (*p != ',') break;
         p++;
     }
-    static const int want[][2] = {{1, 1}, {2, 2}, {2, 4}, {2, 4}};
-    if (*p || n < want[out->kind][0] || n > want[out->kind][1] || n == 3) {
+    /* how many numbers each kind takes (at least, at most); for the kinds with optional
+     * bounds, one more than the least is a MIN without its MAX */
+    static const int want[][2] = {{1, 1}, {2, 2}, {2, 4}, {2, 4}, {1, 3}};
+    bool exp_kind = out->kind == BENCH_LEN_EXPONENTIAL;
+    bool half_bounds = out->kind >= BENCH_LEN_NORMAL && n == want[out->kind][0] + 1;
+    if (*p || n < want[out->kind][0] || n > want[out->kind][1] || half_bounds) {
         ipl_errf(err, errlen, "\"%s\": expected %s (non-negative numbers)", spec,
                  out->kind == BENCH_LEN_FIXED     ? "N or fixed:N"
                  : out->kind == BENCH_LEN_UNIFORM ? "uniform:MIN,MAX"
+                 : exp_kind                       ? "exponential:MEAN[,MIN,MAX]"
                                                   : "normal|lognormal:MEAN,STDEV[,MIN,MAX]");
         return IPL_E_INVAL;
     }
     out->a = v[0];
-    out->b = n > 1 ? v[1] : 0;
+    out->b = n > 1 && !exp_kind ? v[1] : 0;
     switch (out->kind) {
     case BENCH_LEN_FIXED:
         out->min = out->max = v[0];
@@ -111,6 +119,14 @@ int bench_len_parse(const char *spec, bench_len_t *out, char *err, size_t errlen
     case BENCH_LEN_UNIFORM:
         out->min = v[0] < v[1] ? v[0] : v[1];
         out->max = v[0] < v[1] ? v[1] : v[0];
+        break;
+    case BENCH_LEN_EXPONENTIAL:
+        out->min = n == 3 ? v[1] : 0;
+        out->max = n == 3 ? v[2] : INFINITY;
+        if (out->min > out->max) {
+            ipl_errf(err, errlen, "\"%s\": MIN is above MAX", spec);
+            return IPL_E_INVAL;
+        }
         break;
     default:
         out->min = n == 4 ? v[2] : 1;
@@ -134,6 +150,9 @@ double bench_len_sample(const bench_len_t *len, bench_rng_t *rng)
         break;
     case BENCH_LEN_NORMAL:
         x = len->a + len->b * bench_rng_normal(rng);
+        break;
+    case BENCH_LEN_EXPONENTIAL:
+        x = bench_rng_exp(rng, len->a);
         break;
     default: {
         /* the mean and stdev of the result give the log-space parameters */

@@ -12,6 +12,9 @@
  *                                     MIN defaults to 1 and MAX to mean + 5 stdev
  *   "lognormal:128,64[,MIN,MAX]"      a log-normal with that mean and stdev (long tails,
  *                                     as real prompt lengths have); same bounds
+ *   "exponential:5000[,MIN,MAX]"      an exponential with that mean (memoryless think times,
+ *                                     as the cluster simulator's multi-turn users have);
+ *                                     MIN defaults to 0 and MAX to none
  * Samples are clamped to [MIN, MAX] (fixed and uniform: their own bounds).
  *
  * Not thread-safe per generator; generators are plain values.
@@ -37,12 +40,14 @@ typedef enum {
     BENCH_LEN_FIXED = 0,
     BENCH_LEN_UNIFORM,
     BENCH_LEN_NORMAL,
-    BENCH_LEN_LOGNORMAL
+    BENCH_LEN_LOGNORMAL,
+    BENCH_LEN_EXPONENTIAL
 } bench_len_kind_t;
 
 typedef struct {
     bench_len_kind_t kind;
-    double a, b;     /* fixed: a; uniform: [a, b]; normal/lognormal: mean a, stdev b */
+    double a, b;     /* fixed: a; uniform: [a, b]; normal/lognormal: mean a, stdev b;
+                        exponential: mean a */
     double min, max; /* clamp */
 } bench_len_t;
 

@@ -140,7 +140,9 @@ static bool s_load(s_run_t *run, s_session_t *s)
 {
     if (run->exhausted) return false;
     uint64_t n = bench_data_count(run->data);
-    if (n && run->next_conv >= n) {
+    uint64_t most = run->cfg->max_conversations;
+    if ((n && run->next_conv >= n) ||
+        (most && run->next_conv - run->cfg->first_conversation >= most)) {
         run->exhausted = true;
         return false;
     }
@@ -436,8 +438,11 @@ int bench_run(bench_client_t *client, const bench_data_t *data, const bench_run_
         ipl_errf(err, errlen, "replay needs a trace (--data trace FILE)");
         return IPL_E_INVAL;
     }
-    if (!(cfg->max_duration_s > 0) && !cfg->max_requests && bench_data_count(data) == 0) {
-        ipl_errf(err, errlen, "nothing bounds the run: give --max-seconds or --max-requests");
+    if (!(cfg->max_duration_s > 0) && !cfg->max_requests && !cfg->max_conversations &&
+        bench_data_count(data) == 0) {
+        ipl_errf(err, errlen,
+                 "nothing bounds the run: give --max-seconds, --max-requests or "
+                 "--max-conversations");
         return IPL_E_INVAL;
     }
     s_run_t run = {.cfg = cfg,

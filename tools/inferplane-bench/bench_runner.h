@@ -15,8 +15,9 @@
  * time when it was due). A follow-up turn is always due think_s after the previous answer.
  *
  * Constraints: max_duration_s (requests still running then are cancelled and recorded as
- * incomplete), max_requests (no new request after that many; those running finish), the end
- * of a finite workload. Each turn resends the conversation's history: earlier texts and the
+ * incomplete), max_requests (no new request after that many; those running finish),
+ * max_conversations (no new conversation after that many; every turn of those started is
+ * sent, so a multi-turn run ends with whole conversations), the end of a finite workload. Each turn resends the conversation's history: earlier texts and the
  * answers received; a conversation whose request failed ends there (its later turns are not
  * sent: they would resend a broken history).
  *
@@ -62,6 +63,7 @@ typedef struct {
     bench_strategy_t strategy;
     double max_duration_s;       /* 0: none */
     uint64_t max_requests;       /* 0: none */
+    uint64_t max_conversations;  /* 0: none */
     uint64_t seed;               /* poisson arrivals */
     uint64_t first_conversation; /* data index to start from */
     const char *model;

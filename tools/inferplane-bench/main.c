@@ -40,8 +40,8 @@ typedef struct {
     char *target, *api, *model, *api_key, *profile, *rates, *streams, *sweep_strategy, *data,
         *trace, *prompt_tokens, *output_tokens, *prefix_buckets, *think_ms, *tokenizer, *output,
         *csv, *figures, *label, *log_level;
-    int64_t max_concurrency, max_requests, sweep_size, seed, turns, prefix_count, prefix_tokens,
-        trace_suffix_tokens, block_tokens, sample_requests;
+    int64_t max_concurrency, max_requests, max_conversations, sweep_size, seed, turns,
+        prefix_count, prefix_tokens, trace_suffix_tokens, block_tokens, sample_requests;
     double max_seconds, request_timeout, trace_speed, slo_ttft_ms;
     bool stream, ignore_eos, progress, quiet;
 } s_flags_t;
@@ -78,6 +78,9 @@ static void s_declare(ipl_config_t *c, s_flags_t *f)
                    "incomplete (0: none)");
     ipl_config_add(c, "max-requests", IPL_OPT_INT, &f->max_requests, "0",
                    "each benchmark sends at most this many requests (0: none)");
+    ipl_config_add(c, "max-conversations", IPL_OPT_INT, &f->max_conversations, "0",
+                   "each benchmark starts at most this many conversations, every turn of "
+                   "each sent (0: none)");
     ipl_config_add(c, "request-timeout", IPL_OPT_DOUBLE, &f->request_timeout, "300",
                    "seconds before a request is abandoned (an error: timeout)");
     ipl_config_add(c, "seed", IPL_OPT_INT, &f->seed, "42", "data and Poisson arrivals");
@@ -132,6 +135,7 @@ static void s_declare(ipl_config_t *c, s_flags_t *f)
     ipl_config_range(c, "block-tokens", 1, 1048576);
     ipl_config_range(c, "trace-suffix-tokens", 0, 1048576);
     ipl_config_range(c, "max-requests", 0, 1e12);
+    ipl_config_range(c, "max-conversations", 0, 1e12);
     ipl_config_range(c, "max-seconds", 0, 1e7);
     ipl_config_range(c, "request-timeout", 0, 1e6);
     ipl_config_range(c, "sample-requests", 0, 1e9);
@@ -178,6 +182,7 @@ static int s_bench(s_app_t *app, bench_strategy_t st)
     bench_run_config_t rc = {.strategy = st,
                              .max_duration_s = f->max_seconds,
                              .max_requests = (uint64_t)f->max_requests,
+                             .max_conversations = (uint64_t)f->max_conversations,
                              .seed = (uint64_t)f->seed + app->n,
                              .first_conversation = app->next_conv,
                              .model = f->model,
@@ -294,6 +299,7 @@ static cJSON *s_args(const s_flags_t *f)
     cJSON_AddNumberToObject(a, "max_concurrency", (double)f->max_concurrency);
     cJSON_AddNumberToObject(a, "max_seconds", f->max_seconds);
     cJSON_AddNumberToObject(a, "max_requests", (double)f->max_requests);
+    cJSON_AddNumberToObject(a, "max_conversations", (double)f->max_conversations);
     cJSON_AddNumberToObject(a, "seed", (double)f->seed);
     cJSON *d = cJSON_AddObjectToObject(a, "data");
     cJSON_AddStringToObject(d, "kind", f->trace ? "trace" : "synthetic");

@@ -71,6 +71,31 @@ static void test_distributions(void **state)
     s_moments("lognormal:1000,500", &mean, &min, &max);
     assert_float_equal(mean, 1000, 30); // the clamp at mean + 5 sd barely matters
     assert_true(min >= 1 && max <= 3500);
+    s_moments("exponential:5000", &mean, &min, &max);
+    assert_float_equal(mean, 5000, 150); // sd of the mean: 5000 / sqrt(20000) = 35
+    assert_true(min >= 0 && min < 5 && max > 5000 * 7); // unbounded: e^-7 * 20000 ~ 18 above
+    s_moments("exponential:100,50,150", &mean, &min, &max);
+    assert_true(min >= 50 && max <= 150);
+}
+
+/* An exponential's quantiles: the median is mean * ln 2, a quarter lie above mean * ln 4. */
+static void test_exponential_shape(void **state)
+{
+    (void)state;
+    bench_len_t len;
+    char err[128];
+    assert_int_equal(bench_len_parse("exponential:1000", &len, err, sizeof err), 0);
+    assert_float_equal(bench_len_mean(&len), 1000, 1e-9);
+    bench_rng_t rng;
+    bench_rng_seed(&rng, 11);
+    int below_median = 0, above_q3 = 0;
+    for (int i = 0; i < 20000; i++) {
+        double x = bench_len_sample(&len, &rng);
+        below_median += x < 1000 * log(2);
+        above_q3 += x > 1000 * log(4);
+    }
+    assert_in_range(below_median, 9700, 10300);
+    assert_in_range(above_q3, 4800, 5200);
 }
 
 static void test_bad_specs(void **state)
@@ -79,7 +104,8 @@ static void test_bad_specs(void **state)
     bench_len_t len;
     char err[160];
     const char *bad[] = {"",   "abc", "uniform:5",        "normal:1,2,3", "gamma:1,2",
-                         "-5", "12x", "normal:10,1,20,5", "uniform:1,2,3"};
+                         "-5", "12x", "normal:10,1,20,5", "uniform:1,2,3", "exponential:",
+                         "exponential:5,1", "exponential:5,9,2", "exponential:1,2,3,4"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = '\0';
         assert_true(bench_len_parse(bad[i], &len, err, sizeof err) < 0);
@@ -92,6 +118,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_distributions),
+        cmocka_unit_test(test_exponential_shape),
         cmocka_unit_test(test_bad_specs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

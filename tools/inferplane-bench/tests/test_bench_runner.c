@@ -167,6 +167,40 @@ static void test_open_loop_rate(void **state)
     bench_run_result_free(&r);
 }
 
+/* max_conversations: exactly that many conversations, each with all its turns (here 2), in
+ * an open loop whose arrivals would go on, and in a closed loop with more streams than
+ * conversations. */
+static void test_max_conversations(void **state)
+{
+    s_fix_t *f = *state;
+    bench_run_config_t open = s_cfg(BENCH_STRAT_POISSON, 0, 10);
+    bench_run_config_t closed = s_cfg(BENCH_STRAT_CONCURRENT, 0, 10);
+    closed.strategy.streams = 6;
+    bench_run_config_t *cfgs[] = {&open, &closed};
+    for (int k = 0; k < 2; k++) {
+        cfgs[k]->max_conversations = 4;
+        cfgs[k]->first_conversation = 10;
+        bench_run_result_t r;
+        char err[128];
+        assert_int_equal(bench_run(f->client, f->data, cfgs[k], &r, err, sizeof err), 0);
+        assert_int_equal(r.n, 8);
+        int turns[2] = {0, 0};
+        uint32_t seen = 0;
+        for (size_t i = 0; i < r.n; i++) {
+            assert_int_equal(r.reqs[i].status, BENCH_SUCCESSFUL);
+            assert_true(r.reqs[i].turn < 2);
+            turns[r.reqs[i].turn]++;
+            assert_in_range(r.reqs[i].conversation, 10, 13);
+            seen |= 1u << (r.reqs[i].conversation - 10);
+        }
+        assert_int_equal(turns[0], 4);
+        assert_int_equal(turns[1], 4);
+        assert_int_equal(seen, 0xf);
+        assert_int_equal(r.next_conversation, 14);
+        bench_run_result_free(&r);
+    }
+}
+
 static void test_config_errors(void **state)
 {
     s_fix_t *f = *state;
@@ -195,6 +229,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failures_are_records, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deadline_cancels, setup, teardown),
         cmocka_unit_test_setup_teardown(test_open_loop_rate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_max_conversations, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_errors, setup, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
