@@ -8,6 +8,7 @@
 #   make image       the Docker images, built from the repository (docs/compose.md)
 #   make compose-up  the same stack on docker-compose (REPLICAS too); make compose-down
 #   make bench       benchmarks (see docs/benchmarks.md)
+#   make soak        the fault suite's long form, ~12 minutes (docs/faults.md)
 #   make bench-quick the end-to-end benchmark's short version (about 25 s)
 #   make SANITIZE=1  the same with -fsanitize=address,undefined, into build-san/
 #
@@ -158,6 +159,15 @@ unit: all
 
 integration: all
 	@BUILD=$(BUILD) tools/run-tests --integration
+
+# make soak: the fault suite's long form (integration/faults/soak.py, docs/faults.md): every
+# fault of the short form in `make test` repeated SOAK_ROUNDS times under more load, about six
+# minutes a round; the figures go to $(BUILD)/faults-soak.json.
+SOAK_ROUNDS ?= 2
+.PHONY: soak
+soak: all
+	@cd integration && BUILD=$(abspath $(BUILD)) IPL_SOAK_ROUNDS=$(SOAK_ROUNDS) \
+	  IPL_FAULTS_FIGURES=$(abspath $(BUILD))/faults-soak.json python3 -m unittest -v faults.soak
 
 run: deps
 	@$(MAKE) --no-print-directory all

@@ -76,6 +76,7 @@ typedef struct {
     decider_terms_t terms;  /* the prediction, by part (terms.total_s = c.predicted_ttft_s) */
     double inflight_tokens; /* uncached prompt tokens routed here since the last sample */
     uint64_t num_blocks;    /* KV capacity in blocks (last sample; 0 unknown) */
+    uint64_t held_blocks;   /* blocks of any prompt its KV events show it holds */
     double score;           /* the strategy's own figure (score, cost, match), see its note */
     char note[256];         /* last: a candidate is reset up to it, and note[0] cleared */
 } decider_candidate_t;

@@ -63,6 +63,10 @@ struct decider_memory {
         double recent, placed;
     } decay;
     s_pending_ring_t *pending[IPL_INDEX_MAX_WORKERS]; // created on first use
+    struct {
+        uint64_t key, t_ms; // key 0 with t_ms 0: free
+        double count;
+    } heat[DECIDER_MEMORY_HEAT_SLOTS];
 };
 
 decider_memory_t *decider_memory_new(void)
@@ -191,6 +195,55 @@ void decider_memory_place(decider_memory_t *self, int worker, uint64_t mono_ms)
 {
     s_backlog_t *b = s_backlog_drained(self, worker, mono_ms);
     if (b) b->placed += 1;
+}
+
+bool decider_memory_rebalance(decider_memory_t *self, int worker, uint64_t mono_ms,
+                              uint64_t interval_ms)
+{
+    s_backlog_t *b = s_backlog_drained(self, worker, mono_ms);
+    if (!b || (b->rebalanced_ms && mono_ms < b->rebalanced_ms + interval_ms)) return false;
+    b->rebalanced_ms = mono_ms ? mono_ms : 1;
+    return true;
+}
+
+double decider_memory_heat(decider_memory_t *self, uint64_t key, uint64_t mono_ms)
+{
+    // the slot by a mix of the key (block hashes are well spread; the mix guards the rest)
+    uint64_t h = (key ^ (key >> 29)) * 0xbf58476d1ce4e5b9ull;
+    size_t i = (size_t)((h >> 32) % DECIDER_MEMORY_HEAT_SLOTS);
+    double before = 0;
+    uint64_t t = mono_ms;
+    if (self->heat[i].key == key && self->heat[i].t_ms) {
+        uint64_t last = self->heat[i].t_ms;
+        double age_s = mono_ms > last ? (double)(mono_ms - last) / 1000.0 : 0;
+        before = self->heat[i].count * exp(-age_s / DECIDER_MEMORY_HEAT_TAU_S);
+        if (last > t) t = last; // read before the last: as it was then
+    }
+    self->heat[i].key = key;
+    self->heat[i].t_ms = t ? t : 1;
+    self->heat[i].count = before + 1;
+    return before;
+}
+
+bool decider_memory_newcomer(decider_memory_t *self, int worker, bool cold, bool empty,
+                             bool pool_warm)
+{
+    if (worker < 0 || worker >= IPL_INDEX_MAX_WORKERS) return false;
+    s_backlog_t *b = &self->backlog[worker]; // flags only: no clock involved
+    if (!b->seen) {
+        b->seen = 1;
+        b->newcomer = empty && pool_warm;
+    }
+    if (!cold) { // warm only in a warm pool: in a cold one every worker is "not cold"
+        b->warm |= pool_warm;
+        b->newcomer = 0;
+        return false;
+    }
+    if (b->warm && empty && pool_warm) {
+        b->warm = 0;
+        b->newcomer = 1;
+    }
+    return b->newcomer;
 }
 
 // ---- pending prefixes -------------------------------------------------------------------------

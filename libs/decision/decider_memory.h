@@ -18,6 +18,7 @@
 #ifndef DECIDER_MEMORY_H
 #define DECIDER_MEMORY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,6 +38,8 @@ typedef struct {
     uint32_t head, n;                         /* (`n` of them) */
     double recent; /* routings, decayed with DECIDER_MEMORY_RECENT_TAU_S, at t_ms */
     double placed; /* decider_memory_place's, decayed with DECIDER_MEMORY_PLACED_TAU_S, at t_ms */
+    uint64_t rebalanced_ms; /* decider_memory_rebalance's last grant (0: never) */
+    uint8_t seen, warm, newcomer; /* decider_memory_newcomer's */
     uint64_t t_ms;
 } decider_backlog_t;
 
@@ -91,6 +94,30 @@ void decider_memory_backlog_add(decider_memory_t *self, int worker, double token
 #define DECIDER_MEMORY_PLACED_TAU_S 600.0
 double decider_memory_placed(decider_memory_t *self, int worker, uint64_t mono_ms);
 void decider_memory_place(decider_memory_t *self, int worker, uint64_t mono_ms);
+
+/* ttft's rebalancing toward `worker` (decider_strategies.c): whether one may be made at
+ * `mono_ms` — none was granted in the `interval_ms` before — and, if so, granting it (the
+ * caller makes it). False for an out-of-range id. */
+bool decider_memory_rebalance(decider_memory_t *self, int worker, uint64_t mono_ms,
+                              uint64_t interval_ms);
+
+/* ttft's rebalancing: records what a decision saw of `worker` — whether it is cold now (holds
+ * under a share of its pool's mean blocks), empty (a much smaller share: nothing, for a restart)
+ * and whether its pool is warm — and returns whether it is a newcomer: cold since it was found
+ * empty after being warm (it lost its cache: a restart) or first seen empty in a warm pool (a
+ * worker added). A worker that was always cold (a pool's few prefixes went elsewhere from the
+ * start) is not one, nor one whose cache evictions shrank. False for an out-of-range id. */
+bool decider_memory_newcomer(decider_memory_t *self, int worker, bool cold, bool empty,
+                             bool pool_warm);
+
+/* How often a prefix was asked for lately: the decisions recorded for `key` (a block hash
+ * standing for the prefix) before this one, each decaying as exp(−age /
+ * DECIDER_MEMORY_HEAT_TAU_S), and records this one. A table of DECIDER_MEMORY_HEAT_SLOTS
+ * entries, one per slot: a key that collides with another replaces it (starts again from 0),
+ * so a count is never more than the truth. */
+#define DECIDER_MEMORY_HEAT_TAU_S 10.0
+#define DECIDER_MEMORY_HEAT_SLOTS 4096
+double decider_memory_heat(decider_memory_t *self, uint64_t key, uint64_t mono_ms);
 
 /* private: drains `b` from b->t_ms to mono_ms (> b->t_ms), the decay factors shared by the
  * candidates of one decision. */

@@ -99,7 +99,7 @@ static const char *const s_reasons[] = {
     "cache_match", "smallest_tree", "prefix_match", "prefix_miss", "no_pool",
     "no_worker",   "not_ready",     "bad_request",  "overloaded",  "spill",
     "overflow",    "rule_provider", "rejected",     "deferred",    "keep_local",
-    "policy_error", NULL,
+    "policy_error", "rebalance",   NULL,
 };
 
 static const char *const s_fallback_names[DECIDER_FALLBACK_NREASONS] = {
@@ -468,6 +468,7 @@ static uint32_t s_candidates(decider_router_t *self, s_ctx_t *ctx, const ipl_pol
         c->c.waiting = w->waiting;
         c->c.kv_usage = w->kv_usage;
         c->num_blocks = w->num_blocks;
+        c->held_blocks = c->state_id >= 0 ? ipl_index_worker_blocks(index, c->state_id) : 0;
         uint64_t inflight_tokens;
         c->c.inflight = decider_ledger_inflight_sum(self->ledger, c->ledger_id, w->ts_ms, wall_ms,
                                                     &inflight_tokens);

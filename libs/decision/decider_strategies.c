@@ -30,6 +30,19 @@
 // ttft: a prompt needing at least this share of a worker's KV blocks is not sent to a worker
 // whose KV cannot hold it beside its running requests' while another can (s_kv_fits).
 #define S_TTFT_KV_MIN_SHARE 0.2
+// ttft: rebalancing toward a cold worker (s_rebalance): one that holds under this share of the
+// pool's mean KV blocks (of at least S_TTFT_COLD_MIN_BLOCKS: a warm pool), is less loaded than
+// the winner, and whose predicted TTFT for the request is at most S_TTFT_COLD_TTFT_RATIO × the
+// winner's; at most one request per S_TTFT_COLD_INTERVAL_MS toward each such worker.
+#define S_TTFT_COLD_SHARE       0.25
+#define S_TTFT_EMPTY_SHARE      (1.0 / 32) /* empty: where a newcomer starts (decider_memory.h) */
+#define S_TTFT_COLD_MIN_BLOCKS  64.0
+#define S_TTFT_COLD_TTFT_RATIO  4.0
+#define S_TTFT_COLD_INTERVAL_MS 100
+// ... and only a request for a hot prefix: asked for at least this often lately
+// (decider_memory_heat, keyed by the hash of its S_TTFT_HEAT_BLOCK-th block or its last)
+#define S_TTFT_HOT_HEAT  2.0
+#define S_TTFT_HEAT_BLOCK 4
 // ttft: a worker's placements (prompts it was routed holding none of them: the prefixes it
 // serves, decider_memory_placed) closer than this are equal.
 #define S_PLACED_TIE 0.5
@@ -596,6 +609,71 @@ static void s_remember_pending(decider_pick_t *ctx, const decider_candidate_t *w
  * (a placement: a new prefix), the eligible worker given the fewest prefixes lately wins
  * first, the cost second (s_best_ttft; SGLang's smallest tree by another measure).
  */
+/* Rebalancing: a worker that joins the pool or comes back empty (a restart, a new replica)
+ * holds no prefix, and every request for a prefix another worker holds costs less there — its
+ * own TTFT does — so the cost alone leaves the newcomer idle while the others carry its share
+ * (the fault suite: 13% of the requests instead of a third 5 s after a worker restarted, and
+ * the median TTFT 11-26% above before, docs/faults.md). A cache-aware router that never moves a
+ * prefix cannot use new capacity; SGLang's router moves to the least loaded worker once loads
+ * differ by more than a threshold (sgl-project/sglang: sgl-router, cache_aware policy,
+ * balance_abs_threshold/balance_rel_threshold), which would take many requests off their
+ * prefix at once. Here a few go: a request that the winner serves from its cache goes instead
+ * to a cold worker (under S_TTFT_COLD_SHARE of the pool's mean blocks held), less loaded than
+ * the winner, whose predicted TTFT for it is within S_TTFT_COLD_TTFT_RATIO of the winner's (no
+ * 100k-token prompt is moved to be computed again), at most one per S_TTFT_COLD_INTERVAL_MS
+ * per cold worker, and only for a hot prefix (asked for S_TTFT_HOT_HEAT times in the last
+ * ~10 s: moving a prompt nobody asks for again computes it for nothing, and breaks a client's
+ * affinity for no gain). Requests are drawn as they come, so the hottest move first; once a
+ * prefix is on the newcomer too, the cost itself picks the less loaded of its two holders. It
+ * ends when the worker holds a quarter of the mean. Only a newcomer (decider_memory_newcomer):
+ * a worker found empty (S_TTFT_EMPTY_SHARE of the mean) after being warm — it lost its cache —
+ * or first seen empty in a warm pool; not one the pool's few prefixes never reached (on the
+ * published benchmark's shape moving those to the idle worker raised the median TTFT by 27%,
+ * clustersim seed 1: 0.31 → 0.40 s), nor one whose evictions shrank its share
+ * (docs/clustersim.md, "Three changes to ttft"). The least loaded such worker, or -1; *mean_p
+ * the pool's mean blocks held. */
+static int s_rebalance(decider_pick_t *ctx, int best, double *mean_p)
+{
+    const decider_decision_t *out = ctx->out;
+    if (best < 0 || !ctx->memory) return -1;
+    const decider_candidate_t *win = &out->cands[best];
+    const decider_request_t *req = ctx->req;
+    // how hot the prompt's prefix is: recorded for every decision with a prompt
+    double heat = 0;
+    if (req->nhashes) {
+        size_t k = req->nhashes < S_TTFT_HEAT_BLOCK ? req->nhashes : S_TTFT_HEAT_BLOCK;
+        heat = decider_memory_heat(ctx->memory->owner, req->hashes[k - 1], ctx->mono_ms);
+    }
+    double held = 0, n = 0;
+    for (uint32_t i = 0; i < out->ncands; i++)
+        if (out->cands[i].healthy) {
+            held += (double)out->cands[i].held_blocks;
+            n++;
+        }
+    double mean = n > 0 ? held / n : 0;
+    *mean_p = mean;
+    bool pool_warm = mean >= S_TTFT_COLD_MIN_BLOCKS;
+    int r = -1;
+    for (uint32_t i = 0; i < out->ncands; i++) {
+        const decider_candidate_t *c = &out->cands[i];
+        // every candidate is seen, a worker without a load sample yet too: one listed from
+        // the start is no newcomer once its pool warms up
+        bool cold = (double)c->held_blocks < S_TTFT_COLD_SHARE * mean;
+        bool empty = (double)c->held_blocks < S_TTFT_EMPTY_SHARE * mean;
+        if (!decider_memory_newcomer(ctx->memory->owner, c->ledger_id, cold, empty, pool_warm) ||
+            !c->healthy || (int)i == best || !c->c.eligible || c->c.cached_tokens > 0 ||
+            s_ttft_load(c) >= s_ttft_load(win) ||
+            c->c.predicted_ttft_s > S_TTFT_COLD_TTFT_RATIO * win->c.predicted_ttft_s + S_TIE_BAND_S)
+            continue;
+        if (r < 0 || s_ttft_load(c) < s_ttft_load(&out->cands[r])) r = (int)i;
+    }
+    if (r < 0 || win->c.cached_tokens == 0 || heat < S_TTFT_HOT_HEAT ||
+        !decider_memory_rebalance(ctx->memory->owner, out->cands[r].ledger_id, ctx->mono_ms,
+                                  S_TTFT_COLD_INTERVAL_MS))
+        return -1;
+    return r;
+}
+
 static void s_pick_ttft(decider_pick_t *ctx)
 {
     decider_decision_t *out = ctx->out;
@@ -652,6 +730,22 @@ static void s_pick_ttft(decider_pick_t *ctx)
         for (uint32_t i = 0; i < out->ncands; i++)
             out->cands[i].c.eligible = out->cands[i].healthy;
         best = s_best_ttft(ctx);
+    }
+    double mean_held = 0;
+    int cold = s_rebalance(ctx, best, &mean_held);
+    if (cold >= 0) {
+        const decider_candidate_t *c = &out->cands[cold], *b = &out->cands[best];
+        s_remember_pending(ctx, c);
+        decider_pick_win(ctx, cold, "rebalance",
+                         "%s holds %llu of the %llu blocks a worker of the pool holds on average: "
+                         "chose it (predicted TTFT %.1f ms, load %llu) over %s (%.1f ms, %llu "
+                         "cached tokens, load %llu) so that it takes a share of the load",
+                         c->c.worker, (unsigned long long)c->held_blocks,
+                         (unsigned long long)mean_held, s_ms(c->c.predicted_ttft_s),
+                         (unsigned long long)s_ttft_load(c), b->c.worker,
+                         s_ms(b->c.predicted_ttft_s), (unsigned long long)b->c.cached_tokens,
+                         (unsigned long long)s_ttft_load(b));
+        return;
     }
     int w = best;
     double probability = 1;

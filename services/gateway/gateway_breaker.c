@@ -14,10 +14,12 @@ typedef struct {
     char name[GATEWAY_BREAKER_NAME_MAX];
     gateway_breaker_state_t state;
     uint32_t failures;   /* consecutive */
-    uint64_t opened_ms;  /* OPEN: since */
+    uint64_t opened_ms;  /* OPEN: since (or the last failure since) */
+    uint64_t cool_ms;    /* OPEN, HALF_OPEN: this opening's cooldown (0 closed) */
     bool probing;        /* HALF_OPEN: a probe is out */
     uint64_t probe_ms;   /* ... since */
     ipl_metric_t *gauge; /* inferplane_gateway_breaker_state{target} */
+    ipl_metric_t *cool;  /* inferplane_gateway_breaker_cooldown_seconds{target} */
     ipl_metric_t *to[3]; /* transitions, by the state entered */
 } s_target_t;
 
@@ -40,6 +42,9 @@ gateway_breaker_t *gateway_breaker_new(const gateway_breaker_config_t *config,
     if (config) self->cfg = *config;
     if (!self->cfg.failures) self->cfg.failures = 5;
     if (!self->cfg.cooldown_ms) self->cfg.cooldown_ms = 10000;
+    if (!self->cfg.base_cooldown_ms) self->cfg.base_cooldown_ms = 1000;
+    if (self->cfg.base_cooldown_ms > self->cfg.cooldown_ms)
+        self->cfg.base_cooldown_ms = self->cfg.cooldown_ms;
     if (!self->cfg.max_targets) self->cfg.max_targets = 1024;
     self->targets = calloc(self->cfg.max_targets, sizeof *self->targets);
     if (!self->targets) {
@@ -80,6 +85,11 @@ static s_target_t *s_find(gateway_breaker_t *self, const char *name, bool add)
                                      "Circuit breaker of each upstream target (worker or "
                                      "provider backend): 0 closed, 1 open, 2 half-open.",
                                      labels);
+        t->cool = ipl_metrics_gauge(self->metrics, "inferplane_gateway_breaker_cooldown_seconds",
+                                    "Cooldown of each upstream target's open circuit breaker: "
+                                    "the base cooldown, doubled by each failed probe in a row "
+                                    "up to --breaker-cooldown-ms; 0 closed.",
+                                    labels);
         for (int s = 0; s < 3; s++) {
             snprintf(labels, sizeof labels, "target=\"%s\",to=\"%s\"", esc, s_state_names[s]);
             t->to[s] =
@@ -92,27 +102,39 @@ static s_target_t *s_find(gateway_breaker_t *self, const char *name, bool add)
     return t;
 }
 
+/* Enters `state`. Opening from closed starts at the base cooldown; from half-open (the probe
+ * failed) at twice the last one, up to the cap; closing forgets it. */
 static void s_enter(gateway_breaker_t *self, s_target_t *t, gateway_breaker_state_t state,
                     uint64_t now_ms)
 {
     if (t->state == state) return;
     if (t->state == GATEWAY_BREAKER_CLOSED) self->unclosed++;
     if (state == GATEWAY_BREAKER_CLOSED) self->unclosed--;
+    if (state == GATEWAY_BREAKER_OPEN) {
+        t->opened_ms = now_ms;
+        uint64_t max = self->cfg.cooldown_ms;
+        t->cool_ms = t->state == GATEWAY_BREAKER_CLOSED ? self->cfg.base_cooldown_ms
+                     : t->cool_ms > max / 2             ? max
+                                                        : t->cool_ms * 2;
+    } else if (state == GATEWAY_BREAKER_CLOSED) {
+        t->failures = 0;
+        t->cool_ms = 0;
+    }
     t->state = state;
     t->probing = false;
-    if (state == GATEWAY_BREAKER_OPEN) t->opened_ms = now_ms;
-    if (state == GATEWAY_BREAKER_CLOSED) t->failures = 0;
     if (t->gauge) ipl_metric_set(t->gauge, (double)state);
+    if (t->cool) ipl_metric_set(t->cool, (double)t->cool_ms / 1000.0);
     if (t->to[state]) ipl_metric_inc(t->to[state]);
 }
 
-/* Time moves an open target to half-open, and gives up on a probe that never reported. */
+/* Time moves an open target to half-open after its cooldown, and gives up on a probe that
+ * has not reported within the longest cooldown (see the header). */
 static void s_tick(gateway_breaker_t *self, s_target_t *t, uint64_t now_ms)
 {
-    uint64_t cool = self->cfg.cooldown_ms;
-    if (t->state == GATEWAY_BREAKER_OPEN && now_ms >= t->opened_ms + cool)
+    if (t->state == GATEWAY_BREAKER_OPEN && now_ms >= t->opened_ms + t->cool_ms)
         s_enter(self, t, GATEWAY_BREAKER_HALF_OPEN, now_ms);
-    else if (t->state == GATEWAY_BREAKER_HALF_OPEN && t->probing && now_ms >= t->probe_ms + cool)
+    else if (t->state == GATEWAY_BREAKER_HALF_OPEN && t->probing &&
+             now_ms >= t->probe_ms + self->cfg.cooldown_ms)
         t->probing = false;
 }
 

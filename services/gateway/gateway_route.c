@@ -614,6 +614,8 @@ static int s_ask_each(gateway_route_t *self, s_decider_t **order, const bool *pr
         }
         if (rc == 0) {
             s_mark_up(self, order[k]);
+            if (self->backup) /* the backup keeps the decider's prefix affinity (~1 µs) */
+                decider_backup_learn(self->backup, req, &rep->u.route_rep);
             if (rep->u.route_rep.status == IPL_ROUTE_OK && !atomic_load(&self->answered))
                 atomic_store(&self->answered, true);
             if (q->asked > 1) ipl_metric_inc(self->failovers);
@@ -723,9 +725,9 @@ int gateway_route_observe(gateway_route_t *self, uint64_t conn, const ipl_observ
         memcpy(out->data, buf.data, buf.size);
     }
     msgpack_sbuffer_destroy(&buf);
-    if (conn == GATEWAY_ROUTE_BACKUP_CONN && self->backup) { /* the backup's in-flight count */
+    if (self->backup) decider_backup_done(self->backup, obs->worker); /* its in-flight count */
+    if (conn == GATEWAY_ROUTE_BACKUP_CONN && self->backup) {
         free(out);
-        decider_backup_done(self->backup, obs->worker);
         return 0;
     }
     if (!out || atomic_load(&self->stopping)) {

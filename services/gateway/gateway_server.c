@@ -1330,6 +1330,9 @@ gateway_server_t *gateway_server_new(const gateway_server_config_t *cfg, ipl_met
         .budget = {.percent = cfg->retry_budget_percent,
                    .min_retries = cfg->retry_budget_min > 0 ? (uint32_t)cfg->retry_budget_min : 0},
         .breaker = {.failures = cfg->breaker_failures > 0 ? (uint32_t)cfg->breaker_failures : 0,
+                    .base_cooldown_ms = cfg->breaker_base_cooldown_ms > 0
+                                            ? (uint64_t)cfg->breaker_base_cooldown_ms
+                                            : 0,
                     .cooldown_ms =
                         cfg->breaker_cooldown_ms > 0 ? (uint64_t)cfg->breaker_cooldown_ms : 0},
     };

@@ -84,7 +84,9 @@ typedef struct {
     double retry_budget_percent;   /* retries per 100 requests over 10 s (<0: 20) */
     int retry_budget_min;          /* retries allowed per 10 s whatever the requests */
     int breaker_failures;          /* consecutive failures that open a target's breaker (0: 5) */
-    int breaker_cooldown_ms;       /* open this long, then one probe (0: 10000) */
+    int breaker_base_cooldown_ms;  /* a breaker's first opening lasts this long, then one
+                                      probe; doubled by each failed probe (0: 1000) */
+    int breaker_cooldown_ms;       /* ... up to this long (0: 10000) */
     size_t max_header_bytes;       /* request headers above get 431 (0: ipl_httpd's default) */
     size_t max_url_bytes;          /* request targets above get 414 (0: ipl_httpd's default) */
     /* Hardening (docs/failover.md, "Timeouts and limits"). */

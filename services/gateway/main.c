@@ -97,8 +97,8 @@ int main(int argc, char **argv)
     int64_t block_size = 16, max_body = 8388608, route_timeout_ms = 1000,
             upstream_timeout_ms = 600000, connect_timeout_ms = 2000, batch_max_wait_ms = 30000,
             max_attempts = 3, first_byte_timeout_ms = 60000, retry_budget_min = 10,
-            breaker_failures = 5, breaker_cooldown_ms = 10000, max_header_bytes = 32768,
-            max_url_bytes = 8192;
+            breaker_failures = 5, breaker_base_cooldown_ms = 1000, breaker_cooldown_ms = 10000,
+            max_header_bytes = 32768, max_url_bytes = 8192;
     double retry_budget_percent = 20;
     int64_t queue_max_wait_ms = 30000, queue_max_requests = 10000, queue_max_tokens = 0,
             queue_max_tenant_requests = 0;
@@ -177,9 +177,14 @@ int main(int argc, char **argv)
     ipl_config_add(cfg, "breaker-failures", IPL_OPT_INT, &breaker_failures, "5",
                    "consecutive failed attempts (connection, 5xx, 429, first-byte timeout) that "
                    "open a worker's or provider backend's circuit breaker: it is avoided");
+    ipl_config_add(cfg, "breaker-base-cooldown-ms", IPL_OPT_INT, &breaker_base_cooldown_ms, "1000",
+                   "how long a circuit breaker, when it opens, avoids its target before one "
+                   "probe request may go there: its success closes it, its failure opens it "
+                   "again for twice as long as the last time, up to --breaker-cooldown-ms");
     ipl_config_add(cfg, "breaker-cooldown-ms", IPL_OPT_INT, &breaker_cooldown_ms, "10000",
-                   "how long an open circuit breaker avoids its target before one probe request "
-                   "may go there (its success closes it, its failure opens it again)");
+                   "the longest an open circuit breaker avoids its target (the cap of the "
+                   "doubling --breaker-base-cooldown-ms), and how long a probe request that "
+                   "never answers (its client gone) keeps it avoided");
     ipl_config_add(cfg, "max-header-bytes", IPL_OPT_INT, &max_header_bytes, "32768",
                    "largest request header section (names and values) accepted; larger ones "
                    "get 431");
@@ -224,6 +229,7 @@ int main(int argc, char **argv)
     ipl_config_range(cfg, "retry-budget-percent", 0, 100);
     ipl_config_range(cfg, "retry-budget-min", 0, 1000000);
     ipl_config_range(cfg, "breaker-failures", 1, 1000000);
+    ipl_config_range(cfg, "breaker-base-cooldown-ms", 1, 3600000);
     ipl_config_range(cfg, "breaker-cooldown-ms", 1, 3600000);
     ipl_config_range(cfg, "max-header-bytes", 1024, 1048576);
     ipl_config_range(cfg, "max-url-bytes", 256, 1048576);
@@ -347,6 +353,7 @@ int main(int argc, char **argv)
         .retry_budget_percent = retry_budget_percent,
         .retry_budget_min = (int)retry_budget_min,
         .breaker_failures = (int)breaker_failures,
+        .breaker_base_cooldown_ms = (int)breaker_base_cooldown_ms,
         .breaker_cooldown_ms = (int)breaker_cooldown_ms,
         .max_header_bytes = (size_t)max_header_bytes,
         .max_url_bytes = (size_t)max_url_bytes,

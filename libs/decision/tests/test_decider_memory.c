@@ -164,6 +164,46 @@ static void test_pools(void **state)
     decider_memory_destroy(&m); // NULL: nothing
 }
 
+/* Heat: the decisions before this one, decayed over DECIDER_MEMORY_HEAT_TAU_S; a read at an
+ * earlier clock counts as of the last; rebalancing grants at most one per interval; a newcomer
+ * is a worker found empty after being warm, or first seen empty in a warm pool. */
+static void test_heat_rebalance_newcomer(void **state)
+{
+    (void)state;
+    decider_memory_t *m = decider_memory_new();
+    assert_non_null(m);
+    assert_true(decider_memory_heat(m, 42, 1000) == 0);
+    assert_true(fabs(decider_memory_heat(m, 42, 1000) - 1) < 1e-12);
+    double h = decider_memory_heat(m, 42, 11000); // two, 10 s old: 2/e
+    assert_true(fabs(h - 2 * exp(-1)) < 1e-9);
+    assert_true(decider_memory_heat(m, 42, 5000) > h); // earlier clock: no decay, one more
+    assert_true(decider_memory_heat(m, 43, 11000) == 0); // another key
+    uint64_t key = 7; // a key sharing no slot with 42 still counts its own
+    for (int i = 0; i < 3; i++)
+        decider_memory_heat(m, key, 20000);
+    assert_true(fabs(decider_memory_heat(m, key, 20000) - 3) < 1e-12);
+
+    assert_true(decider_memory_rebalance(m, 1, 1000, 100));
+    assert_false(decider_memory_rebalance(m, 1, 1099, 100));
+    assert_true(decider_memory_rebalance(m, 1, 1100, 100));
+    assert_true(decider_memory_rebalance(m, 2, 1100, 100)); // per worker
+    assert_false(decider_memory_rebalance(m, -1, 1100, 100));
+
+    // worker 3: seen in a cold pool, then warm, then empty: a newcomer until no longer cold
+    assert_false(decider_memory_newcomer(m, 3, false, false, false));
+    assert_false(decider_memory_newcomer(m, 3, true, false, true)); // never warm: not one
+    assert_false(decider_memory_newcomer(m, 3, false, false, true)); // warm
+    assert_false(decider_memory_newcomer(m, 3, true, false, true));  // cold, not empty: evicted
+    assert_true(decider_memory_newcomer(m, 3, true, true, true));    // empty: restarted
+    assert_true(decider_memory_newcomer(m, 3, true, false, true));   // still cold
+    assert_false(decider_memory_newcomer(m, 3, false, false, true)); // caught up
+    // worker 4: first seen empty in a warm pool (added)
+    assert_true(decider_memory_newcomer(m, 4, true, true, true));
+    assert_false(decider_memory_newcomer(m, IPL_INDEX_MAX_WORKERS, true, true, true));
+    decider_memory_destroy(&m);
+    assert_null(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -171,6 +211,7 @@ int main(void)
         cmocka_unit_test(test_placed),
         cmocka_unit_test(test_backlog_requests),
         cmocka_unit_test(test_pools),
+        cmocka_unit_test(test_heat_rebalance_newcomer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -602,6 +602,114 @@ static void test_terse(void **state)
     decider_router_destroy(&asks);
 }
 
+/* Makes prompt p hot: asked for twice (decider_memory_heat), at the same clock. */
+static void s_heat(s_fix_t *f, const uint64_t *p)
+{
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(s_route_n(f, "ttft", p, NB, false), 0);
+        assert_string_not_equal(f->d.reason, "rebalance"); // not yet hot
+    }
+}
+
+/* A cold worker (restarted empty, or new) takes a share of the load: a request whose prefix
+ * the others hold goes to it now and then (reason "rebalance"), at most one per 100 ms, while
+ * it holds under a quarter of the pool's mean blocks and is less loaded than the winner. */
+static void test_ttft_rebalances_toward_a_cold_worker(void **state)
+{
+    s_fix_t *f = *state;
+    s_store(f, "w1", s_hashes, 100);
+    s_store(f, "w2", s_hashes, 100);
+    ipl_msg_t m = {.type = IPL_MSG_KV_EVENT};
+    m.u.kv_event = (ipl_kv_event_t){.worker = "w3", .op = IPL_KV_OP_CLEARED};
+    assert_int_equal(decider_state_apply(f->state, &m, 0), 0); // w3 empty: mean 66, a newcomer
+    s_load(f, "w1", 2, 0, 0.1, IPL_HEALTH_UP);
+    s_load(f, "w2", 2, 0, 0.1, IPL_HEALTH_UP);
+    s_load(f, "w3", 0, 0, 0, IPL_HEALTH_UP);
+    const uint64_t *p = s_hashes + 20; // w1 and w2 hold all of it, w3 none
+    s_heat(f, p);
+    assert_int_equal(s_route_n(f, "ttft", p, NB, false), 0);
+    assert_string_equal(f->d.reason, "rebalance");
+    assert_string_equal(f->d.worker->name, "w3");
+    assert_non_null(strstr(f->d.detail, "holds 0 of the 66 blocks"));
+    // the next one within 100 ms stays on its prefix
+    f->mono += 50;
+    assert_int_equal(s_route_n(f, "ttft", p, NB, false), 0);
+    assert_string_equal(f->d.reason, "cache_hit");
+    assert_string_not_equal(f->d.worker->name, "w3");
+    f->mono += 60; // 110 ms after the first: one more may go (another prefix: the first is
+                   // pending on w3 now, and the cost chooses between its holders)
+    s_heat(f, s_hashes + 40);
+    assert_int_equal(s_route_n(f, "ttft", s_hashes + 40, NB, false), 0);
+    assert_string_equal(f->d.reason, "rebalance");
+    assert_string_equal(f->d.worker->name, "w3");
+    // a prompt asked for once is not moved: nothing gained by computing it again there
+    f->mono += 200;
+    assert_int_equal(s_route_n(f, "ttft", s_hashes + 70, NB, false), 0);
+    assert_string_equal(f->d.reason, "cache_hit");
+
+    // not when the cold worker is as loaded as the winner (w1 and w2: 2 running + the
+    // decisions in flight since their samples)
+    f->mono += 200;
+    s_load(f, "w3", 20, 0, 0.1, IPL_HEALTH_UP);
+    s_heat(f, s_hashes + 60);
+    assert_int_equal(s_route_n(f, "ttft", s_hashes + 60, NB, false), 0);
+    assert_string_not_equal(f->d.reason, "rebalance");
+
+    // nor once it holds a quarter of the mean (20 of 73)
+    f->mono += 200;
+    s_load(f, "w3", 0, 0, 0, IPL_HEALTH_UP);
+    s_store(f, "w3", s_hashes + 80, 20);
+    s_heat(f, s_hashes + 50);
+    assert_int_equal(s_route_n(f, "ttft", s_hashes + 50, NB, false), 0);
+    assert_string_not_equal(f->d.reason, "rebalance");
+}
+
+/* Nor in a cold pool: every worker's holding under 64 blocks on average (the fixture's 5). */
+static void test_ttft_no_rebalance_in_a_cold_pool(void **state)
+{
+    s_fix_t *f = *state;
+    s_load(f, "w1", 0, 0, 0, IPL_HEALTH_UP);
+    s_load(f, "w2", 6, 0, 0.1, IPL_HEALTH_UP);
+    s_load(f, "w3", 6, 0, 0.1, IPL_HEALTH_UP);
+    for (int i = 0; i < 3; i++) {
+        f->mono += 200;
+        assert_int_equal(s_route_n(f, "ttft", s_hashes, NB, false), 0);
+        assert_string_not_equal(f->d.reason, "rebalance");
+    }
+}
+
+/* Only toward a newcomer: a worker seen cold in a cold pool that stays cold as the pool warms
+ * (the pool's few prefixes went elsewhere) is not one; one that was warm and lost its cache
+ * (a restart: its KV events' CLEARED) is. */
+static void test_ttft_rebalances_only_toward_newcomers(void **state)
+{
+    s_fix_t *f = *state;
+    s_load(f, "w1", 2, 0, 0.1, IPL_HEALTH_UP);
+    s_load(f, "w2", 2, 0, 0.1, IPL_HEALTH_UP);
+    s_load(f, "w3", 0, 0, 0, IPL_HEALTH_UP);
+    s_store(f, "w3", s_hashes + 90, 1); // w3 holds 9 blocks of the 5.3 mean: all seen cold pool
+    assert_int_equal(s_route_n(f, "ttft", s_hashes, NB, false), 0);
+    s_store(f, "w1", s_hashes, 100);
+    s_store(f, "w2", s_hashes, 100);
+    f->mono += 200;
+    s_heat(f, s_hashes + 20);
+    assert_int_equal(s_route_n(f, "ttft", s_hashes + 20, NB, false), 0);
+    assert_string_not_equal(f->d.reason, "rebalance");
+
+    s_store(f, "w3", s_hashes, 100); // warm
+    f->mono += 200;
+    assert_int_equal(s_route_n(f, "ttft", s_hashes + 30, NB, false), 0);
+    assert_string_not_equal(f->d.reason, "rebalance");
+    ipl_msg_t m = {.type = IPL_MSG_KV_EVENT};
+    m.u.kv_event = (ipl_kv_event_t){.worker = "w3", .op = IPL_KV_OP_CLEARED};
+    assert_int_equal(decider_state_apply(f->state, &m, 0), 0); // restarted empty
+    f->mono += 200;
+    s_heat(f, s_hashes + 40);
+    assert_int_equal(s_route_n(f, "ttft", s_hashes + 40, NB, false), 0);
+    assert_string_equal(f->d.reason, "rebalance");
+    assert_string_equal(f->d.worker->name, "w3");
+}
+
 int main(void)
 {
     ipl_log_set_level(IPL_LOG_OFF);
@@ -623,6 +731,12 @@ int main(void)
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_ttft_kv_gate_for_long_prompts, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_ttft_placement_by_count_within_the_band, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_ttft_rebalances_toward_a_cold_worker, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_ttft_no_rebalance_in_a_cold_pool, s_setup,
+                                        s_teardown),
+        cmocka_unit_test_setup_teardown(test_ttft_rebalances_only_toward_newcomers, s_setup,
                                         s_teardown),
         cmocka_unit_test_setup_teardown(test_terse, s_setup, s_teardown),
     };

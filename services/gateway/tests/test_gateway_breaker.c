@@ -2,8 +2,10 @@
  * gateway_breaker: closed → open after `failures` consecutive failures (a success in between
  * resets the count), open targets avoided, half-open after the cooldown (not avoided: the next
  * landing is the probe, then avoided while it is out), the probe's success closes and its
- * failure opens again, a lost probe is given up after another cooldown; the metrics follow;
- * the number of targets tracked is bounded. Time is the test's.
+ * failure opens again, a lost probe is given up after the longest cooldown; the cooldown
+ * backs off (the base first, doubled by each failed probe in a row, capped, back to the base
+ * after a success; a failure while open restarts the cooldown without doubling it); the
+ * metrics follow; the number of targets tracked is bounded. Time is the test's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -99,6 +101,119 @@ static void test_a_lost_probe_is_given_up(void **state)
     gateway_breaker_destroy(&b);
 }
 
+/* Fails the half-open probe of `target` at `t` (asserting it is half-open then, and was still
+ * open 1 ms before): the cooldown that ended at `t` was the one expected. */
+static void s_probe_fails(gateway_breaker_t *b, const char *target, uint64_t t)
+{
+    assert_int_equal(gateway_breaker_state(b, target, t - 1), GATEWAY_BREAKER_OPEN);
+    assert_int_equal(gateway_breaker_state(b, target, t), GATEWAY_BREAKER_HALF_OPEN);
+    gateway_breaker_landed(b, target, t);
+    gateway_breaker_failure(b, target, t);
+    assert_int_equal(gateway_breaker_state(b, target, t), GATEWAY_BREAKER_OPEN);
+}
+
+static const char *const s_cool = "inferplane_gateway_breaker_cooldown_seconds{target=\"w\"} ";
+
+static void test_the_cooldown_backs_off(void **state)
+{
+    (void)state;
+    ipl_metrics_t *m = ipl_metrics_new();
+    gateway_breaker_config_t cfg = {.failures = 2, .base_cooldown_ms = 100, .cooldown_ms = 1000};
+    gateway_breaker_t *b = gateway_breaker_new(&cfg, m);
+    gateway_breaker_failure(b, "w", 0);
+    gateway_breaker_failure(b, "w", 0); /* open for the base cooldown: 100 */
+    assert_true(s_value(m, s_cool) == 0.1);
+    s_probe_fails(b, "w", 100); /* open for 200 */
+    assert_true(s_value(m, s_cool) == 0.2);
+    s_probe_fails(b, "w", 300); /* 400 */
+    s_probe_fails(b, "w", 700); /* 800 */
+    assert_true(s_value(m, s_cool) == 0.8);
+    s_probe_fails(b, "w", 1500); /* 1,600 capped: 1,000 */
+    assert_true(s_value(m, s_cool) == 1);
+    s_probe_fails(b, "w", 2500); /* stays at the cap */
+    assert_true(s_value(m, s_cool) == 1);
+    /* the probe succeeds: closed, and the next opening starts from the base again */
+    gateway_breaker_landed(b, "w", 3500);
+    gateway_breaker_success(b, "w", 3500);
+    assert_int_equal(gateway_breaker_state(b, "w", 3500), GATEWAY_BREAKER_CLOSED);
+    assert_true(s_value(m, s_cool) == 0);
+    gateway_breaker_failure(b, "w", 4000);
+    assert_int_equal(gateway_breaker_state(b, "w", 4000), GATEWAY_BREAKER_CLOSED); /* 1 of 2 */
+    gateway_breaker_failure(b, "w", 4000);
+    assert_true(s_value(m, s_cool) == 0.1);
+    s_probe_fails(b, "w", 4100); /* 200 again, not 2,000 */
+    s_probe_fails(b, "w", 4300);
+    /* a success that raced the opening (an attempt sent before it) also resets the backoff */
+    gateway_breaker_success(b, "w", 4400);
+    gateway_breaker_failure(b, "w", 4500);
+    gateway_breaker_failure(b, "w", 4500);
+    s_probe_fails(b, "w", 4600);
+    assert_true(s_value(m, "transitions_total{target=\"w\",to=\"open\"} ") == 11);
+    assert_true(s_value(m, "transitions_total{target=\"w\",to=\"closed\"} ") == 2);
+    gateway_breaker_destroy(&b);
+    ipl_metrics_destroy(&m);
+}
+
+static void test_a_failure_while_open_restarts_the_cooldown(void **state)
+{
+    (void)state;
+    gateway_breaker_config_t cfg = {.failures = 1, .base_cooldown_ms = 100, .cooldown_ms = 1000};
+    gateway_breaker_t *b = gateway_breaker_new(&cfg, NULL);
+    gateway_breaker_failure(b, "w", 0);
+    gateway_breaker_failure(b, "w", 50);  /* sent before it opened, failed since */
+    s_probe_fails(b, "w", 150);           /* 100 from the last failure, not doubled */
+    gateway_breaker_failure(b, "w", 250); /* during the 200 of the second opening */
+    s_probe_fails(b, "w", 450);           /* 200 from then: the backoff kept, not doubled */
+    s_probe_fails(b, "w", 850);           /* the probe doubles it: 400 */
+    gateway_breaker_destroy(&b);
+}
+
+static void test_an_abandoned_probe_waits_the_longest_cooldown(void **state)
+{
+    (void)state;
+    ipl_metrics_t *m = ipl_metrics_new();
+    gateway_breaker_config_t cfg = {.failures = 1, .base_cooldown_ms = 100, .cooldown_ms = 1000};
+    gateway_breaker_t *b = gateway_breaker_new(&cfg, m);
+    gateway_breaker_failure(b, "w", 0);
+    gateway_breaker_landed(b, "w", 100); /* the probe; its client goes away: never reported */
+    /* still out after the current cooldown (a probe reports within its first-byte timeout,
+     * which may be longer): avoided, so no second request stalls on the target */
+    s_avoid(b, 200, "w");
+    s_avoid(b, 1099, "w");
+    assert_int_equal(s_avoid(b, 1100, NULL), 0); /* given up: the next request probes */
+    assert_int_equal(gateway_breaker_state(b, "w", 1100), GATEWAY_BREAKER_HALF_OPEN);
+    assert_true(s_value(m, s_cool) == 0.1); /* said nothing about the target */
+    gateway_breaker_landed(b, "w", 1200);
+    s_avoid(b, 1201, "w");
+    gateway_breaker_failure(b, "w", 1300); /* that probe failed: twice the base */
+    assert_true(s_value(m, s_cool) == 0.2);
+    s_probe_fails(b, "w", 1500);
+    gateway_breaker_destroy(&b);
+    ipl_metrics_destroy(&m);
+}
+
+static void test_cooldown_defaults_and_bounds(void **state)
+{
+    (void)state;
+    gateway_breaker_t *b = gateway_breaker_new(NULL, NULL); /* 5 failures, 1 s, up to 10 s */
+    for (int i = 0; i < 5; i++)
+        gateway_breaker_failure(b, "w", 0);
+    s_probe_fails(b, "w", 1000);
+    s_probe_fails(b, "w", 3000);
+    s_probe_fails(b, "w", 7000);
+    s_probe_fails(b, "w", 15000);
+    s_probe_fails(b, "w", 25000); /* 16 s capped at 10 s */
+    s_probe_fails(b, "w", 35000);
+    gateway_breaker_destroy(&b);
+    /* a base above the cap is the cap */
+    gateway_breaker_config_t cfg = {.failures = 1, .base_cooldown_ms = 5000, .cooldown_ms = 300};
+    b = gateway_breaker_new(&cfg, NULL);
+    gateway_breaker_failure(b, "w", 0);
+    s_probe_fails(b, "w", 300);
+    s_probe_fails(b, "w", 600);
+    gateway_breaker_destroy(&b);
+}
+
 static void test_targets_are_bounded(void **state)
 {
     (void)state;
@@ -123,6 +238,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_opens_probes_and_closes),
         cmocka_unit_test(test_a_lost_probe_is_given_up),
+        cmocka_unit_test(test_the_cooldown_backs_off),
+        cmocka_unit_test(test_a_failure_while_open_restarts_the_cooldown),
+        cmocka_unit_test(test_an_abandoned_probe_waits_the_longest_cooldown),
+        cmocka_unit_test(test_cooldown_defaults_and_bounds),
         cmocka_unit_test(test_targets_are_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
